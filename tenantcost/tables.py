@@ -1,0 +1,100 @@
+"""The canonical tables every reader produces and the allocation core consumes.
+
+Keeping one shape per concept lets every source (an OpenCost JSON response, its CSV export, a
+canonical CSV/Parquet, the OpenCost API, Prometheus, tenantcost's own node-price model) feed
+the same core, and lets tests build inputs directly.
+
+**Cost table** (one row per cost item and window; finer rows such as pods are allowed):
+
+=================  ===========================  ==============================================
+column             dtype                        meaning
+=================  ===========================  ==============================================
+window_start       datetime64[ns, UTC]          window start, inclusive
+window_end         datetime64[ns, UTC]          window end, exclusive
+name               string                       OpenCost allocation name (``__idle__``, ...)
+cluster            string                       ``""`` when unknown
+node               string                       ``""`` when unknown
+namespace          string                       ``""`` when unknown
+controller_kind    string                       ``""`` when unknown
+controller         string                       ``""`` when unknown
+pod                string                       ``""`` when unknown
+total_cost         float64                      currency units, >= 0, finite
+origin             string                       file and row / JSON path, for error messages
+label:<k>          str (optional, any count)    Kubernetes label ``k`` of the row
+<x>_cost           float64 (optional)           component costs (cpu_cost, ram_cost, ...)
+=================  ===========================  ==============================================
+
+**Usage table** (one row per window, service and client):
+
+window_start, window_end (as above), ``service`` (string), ``client`` (string, ``""`` when
+the usage had no client id) and any number of float64 metric columns (``requests``,
+``cpu_seconds``, ...), each finite and >= 0, plus ``origin``.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+WINDOW_COLUMNS = ["window_start", "window_end"]
+COST_PROPERTY_COLUMNS = [
+    "name",
+    "cluster",
+    "node",
+    "namespace",
+    "controller_kind",
+    "controller",
+    "pod",
+]
+COST_REQUIRED_COLUMNS = [*WINDOW_COLUMNS, *COST_PROPERTY_COLUMNS, "total_cost", "origin"]
+COST_COMPONENT_COLUMNS = [
+    "cpu_cost",
+    "gpu_cost",
+    "ram_cost",
+    "pv_cost",
+    "network_cost",
+    "load_balancer_cost",
+    "shared_cost",
+    "external_cost",
+]
+LABEL_PREFIX = "label:"
+
+USAGE_KEY_COLUMNS = [*WINDOW_COLUMNS, "service", "client"]
+USAGE_RESERVED_COLUMNS = [*USAGE_KEY_COLUMNS, "origin"]
+
+
+def label_columns(frame: pd.DataFrame) -> list[str]:
+    """The ``label:<k>`` columns of a cost table."""
+    return [c for c in frame.columns if str(c).startswith(LABEL_PREFIX)]
+
+
+def metric_columns(usage: pd.DataFrame) -> list[str]:
+    """The numeric metric columns of a usage table (everything but keys and origin)."""
+    return [c for c in usage.columns if c not in USAGE_RESERVED_COLUMNS]
+
+
+def empty_costs() -> pd.DataFrame:
+    """An empty cost table with the canonical columns and dtypes."""
+    frame = pd.DataFrame(
+        {
+            "window_start": pd.Series([], dtype="datetime64[ns, UTC]"),
+            "window_end": pd.Series([], dtype="datetime64[ns, UTC]"),
+            **{c: pd.Series([], dtype="str") for c in COST_PROPERTY_COLUMNS},
+            "total_cost": pd.Series([], dtype="float64"),
+            "origin": pd.Series([], dtype="str"),
+        }
+    )
+    return frame
+
+
+def empty_usage(metrics: list[str] | None = None) -> pd.DataFrame:
+    """An empty usage table with the canonical key columns and the given metrics."""
+    return pd.DataFrame(
+        {
+            "window_start": pd.Series([], dtype="datetime64[ns, UTC]"),
+            "window_end": pd.Series([], dtype="datetime64[ns, UTC]"),
+            "service": pd.Series([], dtype="str"),
+            "client": pd.Series([], dtype="str"),
+            **{m: pd.Series([], dtype="float64") for m in (metrics or [])},
+            "origin": pd.Series([], dtype="str"),
+        }
+    )
