@@ -101,3 +101,13 @@ def split_largest_remainder(
     parts = base_int.copy()
     parts[ranked["pos"].to_numpy()] += bonus
     return parts
+
+
+def micros_to_decimal_strings(micros: pd.Series) -> pd.Series:
+    """Exact decimal strings (``-12.000345``) for a column of micro-units, vectorised."""
+    values = micros.astype("int64")
+    sign = np.where(values < 0, "-", "")
+    absolute = values.abs()
+    whole = (absolute // MICROS_PER_UNIT).astype(str)
+    frac = (absolute % MICROS_PER_UNIT).astype(str).str.zfill(MINOR_UNIT_EXPONENT)
+    return pd.Series(sign, index=micros.index) + whole + "." + frac

@@ -1,0 +1,324 @@
+"""The ``tenantcost`` command line: a thin shell over readers, the core and the writers.
+
+Every user mistake surfaces as one ``error: ...`` line on stderr and exit code 2; warnings
+as ``warning: ...`` lines. ``reconcile`` exits 1 when the cascade does not close.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, ParamSpec, TypeVar
+
+import pandas as pd
+import typer
+
+from tenantcost import __version__
+from tenantcost.allocate import AllocationResult, allocate
+from tenantcost.errors import InputError, InputWarning
+from tenantcost.readers.costs import read_costs
+from tenantcost.readers.usage import read_usage
+from tenantcost.reconcile import cascade
+from tenantcost.rules import RuleSet, load_rules
+from tenantcost.windows import Period
+from tenantcost.writers.compare import compare_document, compare_table
+from tenantcost.writers.files import with_decimal_amount, write_outputs
+from tenantcost.writers.json_output import result_document
+from tenantcost.writers.text import cascade_table, clients_table, header, money, sources_table
+
+app = typer.Typer(
+    name="tenantcost",
+    help=(
+        "What each client of a multi-tenant SaaS costs on Kubernetes: OpenCost workload costs "
+        "split by application usage with a dated rule, reconciled to the micro-unit."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _show_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+    prefix = "warning: " if issubclass(category, InputWarning) else f"{category.__name__}: "
+    typer.echo(f"{prefix}{message}", err=True)
+
+
+def user_errors(func: Callable[P, R]) -> Callable[P, R]:
+    """Turn :class:`InputError` into one stderr line and exit code 2; print warnings plainly."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", InputWarning)
+            warnings.showwarning = _show_warning
+            try:
+                return func(*args, **kwargs)
+            except InputError as exc:
+                typer.echo(f"error: {exc.one_line()}", err=True)
+                raise typer.Exit(2) from None
+
+    return wrapper
+
+
+CostsOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--costs",
+        help="OpenCost JSON response, OpenCost CSV export, or canonical CSV/Parquet; a file or "
+        "a folder; repeat for several. Default: sources.costs of the rule file.",
+    ),
+]
+UsageOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--usage",
+        help="Usage CSV/Parquet (window_start, window_end, service, client, metrics...); "
+        "repeat for several. Default: sources.usage of the rule file.",
+    ),
+]
+ConfigOpt = Annotated[Path, typer.Option("--config", help="The YAML rule file.")]
+FromOpt = Annotated[
+    str | None, typer.Option("--from", help="Period start, ISO 8601 (UTC if no offset).")
+]
+ToOpt = Annotated[str | None, typer.Option("--to", help="Period end (exclusive), ISO 8601.")]
+MonthOpt = Annotated[str | None, typer.Option("--month", help="Period: a calendar month YYYY-MM.")]
+KeyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--key",
+        help="Split every shared workload and external cost by this usage column (or 'even').",
+    ),
+]
+
+
+class Inputs:
+    """The loaded inputs of one run."""
+
+    def __init__(
+        self,
+        config: Path,
+        costs: list[Path] | None,
+        usage: list[Path] | None,
+    ) -> None:
+        self.config = config
+        self.ruleset: RuleSet = load_rules(config)
+        cost_paths = list(costs or []) or [Path(p) for p in self.ruleset.sources.costs]
+        if not cost_paths:
+            raise InputError(
+                "no cost input: give --costs or set sources.costs in the rule file",
+                file=str(config),
+            )
+        usage_paths = list(usage or []) or [Path(p) for p in self.ruleset.sources.usage]
+        self.costs = read_costs(cost_paths)
+        self.usage = read_usage(usage_paths) if usage_paths else None
+        self.usage_origin = ", ".join(str(p) for p in usage_paths) or "usage"
+
+    def run(self, key: str | None, period: Period | None) -> AllocationResult:
+        return allocate(
+            self.costs,
+            self.usage,
+            self.ruleset,
+            key=key,
+            period=period,
+            rules_origin=str(self.config),
+            usage_origin=self.usage_origin,
+        )
+
+
+def resolve_period(month: str | None, start: str | None, end: str | None) -> Period | None:
+    if month and (start or end):
+        raise InputError("give either --month or --from/--to, not both")
+    if month:
+        return Period.month(month)
+    if start or end:
+        if not (start and end):
+            raise InputError("--from and --to go together")
+        return Period.between(start, end)
+    return None
+
+
+def _reference_detail(result: AllocationResult) -> str:
+    return f"OpenCost {money(result.cost_total)} + external {money(result.external_total)}"
+
+
+def _check_format(fmt: str, allowed: tuple[str, ...]) -> str:
+    if fmt not in allowed:
+        raise InputError(f"--format: expected one of {', '.join(allowed)}, got '{fmt}'")
+    return fmt
+
+
+@app.command("allocate")
+@user_errors
+def allocate_command(
+    config: ConfigOpt,
+    costs: CostsOpt = None,
+    usage: UsageOpt = None,
+    key: KeyOpt = None,
+    start: FromOpt = None,
+    end: ToOpt = None,
+    month: MonthOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="table (default), json or csv.")] = "table",
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Also write clients.csv, lines.csv, residual.csv, unattributed.csv, "
+            "exclusions.csv and reconciliation.json into this folder.",
+        ),
+    ] = None,
+) -> None:
+    """Split the period's costs over clients and print per-client totals and the cascade."""
+    _check_format(fmt, ("table", "json", "csv"))
+    period = resolve_period(month, start, end)
+    result = Inputs(config, costs, usage).run(key, period)
+    if fmt == "json":
+        typer.echo(json.dumps(result_document(result), indent=2))
+    elif fmt == "csv":
+        totals = result.client_totals().assign(currency=result.currency)
+        typer.echo(with_decimal_amount(totals).to_csv(index=False), nl=False)
+    else:
+        typer.echo(header(result))
+        typer.echo("")
+        typer.echo(clients_table(result))
+        typer.echo("")
+        typer.echo(sources_table(result))
+        typer.echo("")
+        typer.echo(cascade_table(cascade(result), result.currency, _reference_detail(result)))
+    if out is not None:
+        written = write_outputs(result, out)
+        typer.echo(f"wrote {len(written)} files to {out}", err=True)
+
+
+@app.command("compare")
+@user_errors
+def compare_command(
+    config: ConfigOpt,
+    keys: Annotated[
+        str, typer.Option("--keys", help="Comma-separated keys, e.g. requests,cpu_seconds.")
+    ],
+    costs: CostsOpt = None,
+    usage: UsageOpt = None,
+    start: FromOpt = None,
+    end: ToOpt = None,
+    month: MonthOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="table (default) or json.")] = "table",
+) -> None:
+    """Show each client's amount under each key and the change relative to the first key."""
+    _check_format(fmt, ("table", "json"))
+    key_list = [k.strip() for k in keys.split(",") if k.strip()]
+    if len(key_list) < 2:
+        raise InputError(f"--keys: give at least two keys separated by commas, got '{keys}'")
+    period = resolve_period(month, start, end)
+    inputs = Inputs(config, costs, usage)
+    results = {k: inputs.run(k, period) for k in key_list}
+    if fmt == "json":
+        typer.echo(json.dumps(compare_document(results), indent=2))
+    else:
+        typer.echo(compare_table(results))
+
+
+@app.command("reconcile")
+@user_errors
+def reconcile_command(
+    config: ConfigOpt,
+    costs: CostsOpt = None,
+    usage: UsageOpt = None,
+    key: KeyOpt = None,
+    start: FromOpt = None,
+    end: ToOpt = None,
+    month: MonthOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="table (default) or json.")] = "table",
+) -> None:
+    """Print the reconciliation cascade; exit 1 unless the gap is exactly zero."""
+    _check_format(fmt, ("table", "json"))
+    period = resolve_period(month, start, end)
+    result = Inputs(config, costs, usage).run(key, period)
+    casc = cascade(result)
+    if fmt == "json":
+        doc = result_document(result)
+        keep = (
+            "currency",
+            "money",
+            "period",
+            "rules",
+            "key_override",
+            "reference_total",
+            "cascade",
+            "gap",
+        )
+        typer.echo(json.dumps({k: doc[k] for k in keep}, indent=2))
+    else:
+        typer.echo(header(result))
+        typer.echo("")
+        typer.echo(cascade_table(casc, result.currency, _reference_detail(result)))
+    if not casc.closes:
+        typer.echo(f"error: the cascade does not close: gap {casc.gap} micro-units", err=True)
+        raise typer.Exit(1)
+
+
+@app.command("check-config")
+@user_errors
+def check_config_command(
+    config: Annotated[Path, typer.Argument(help="The YAML rule file to validate.")],
+    usage: UsageOpt = None,
+) -> None:
+    """Validate a rule file (and, with --usage, its keys and services against the data)."""
+    ruleset = load_rules(config)
+    if usage:
+        from tenantcost.rules import check_against_usage
+        from tenantcost.tables import metric_columns
+
+        frame = read_usage(list(usage))
+        check_against_usage(
+            ruleset,
+            metric_columns(frame),
+            sorted(frame["service"].unique().tolist()),
+            origin=str(config),
+            usage_origin=", ".join(map(str, usage)),
+        )
+    for version in ruleset.rules:
+        counts = pd.Series([w.class_ for w in version.workloads]).value_counts()
+        summary = ", ".join(f"{n} {c}" for c, n in counts.items())
+        typer.echo(
+            f"{version.id}: from {version.effective_from.date()}, {len(version.workloads)} "
+            f"workload entries ({summary}), {len(version.external)} external, idle "
+            f"{version.idle}, unmatched {version.unmatched}"
+        )
+    typer.echo(f"{config}: ok ({len(ruleset.rules)} rule version(s), currency {ruleset.currency})")
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"tenantcost {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_version_callback,
+            is_eager=True,
+            help="Show the version and exit.",
+        ),
+    ] = False,
+) -> None:
+    """tenantcost: per-client Kubernetes cost, reconciled."""
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="tenantcost")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,503 @@
+"""Canonical cost CSV/Parquet reader, and the cell-level helpers every tabular reader shares.
+
+A canonical cost file already has the columns of the cost table (see ``tenantcost.tables``):
+required ``window_start, window_end, cluster, namespace, controller_kind, controller,
+total_cost``; optional ``name, node, pod``, ``label:<k>`` and ``<x>_cost`` components. It is the
+escape hatch for any source tenantcost has no dedicated reader for.
+
+The helpers live here (and not in a private module) because this module defines what "a
+canonical table read from a file" is; the OpenCost CSV and usage readers reuse them so that
+every tabular file gets the same row numbering, the same timestamp rules and the same error
+wording.
+
+**Row numbers.** For CSV, ``row n`` is the *line number in the file* where the record starts:
+the header is line 1, so the first data record is ``row 2``. Blank lines are skipped but still
+counted, and quoted fields with embedded newlines are accounted for, so ``row n`` is what an
+editor shows. Parquet has no header line: ``row n`` is the 1-based record number (the first
+record is ``row 1``).
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import math
+import re
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tenantcost.errors import InputError, warn
+from tenantcost.tables import (
+    COST_COMPONENT_COLUMNS,
+    COST_PROPERTY_COLUMNS,
+    COST_REQUIRED_COLUMNS,
+    LABEL_PREFIX,
+)
+
+CANONICAL_REQUIRED_COLUMNS = [
+    "window_start",
+    "window_end",
+    "cluster",
+    "namespace",
+    "controller_kind",
+    "controller",
+    "total_cost",
+]
+"""Columns a canonical cost file must have."""
+
+CANONICAL_OPTIONAL_PROPERTIES = ["name", "node", "pod"]
+"""Property columns that default to ``""`` (``name`` is derived, see :func:`derive_name`)."""
+
+_NS_MIN = pd.Timestamp("1677-09-22", tz="UTC")
+_NS_MAX = pd.Timestamp("2262-04-11", tz="UTC")
+
+
+# --------------------------------------------------------------------------- raw tables
+
+
+@dataclass(frozen=True)
+class RawTable:
+    """A file's cells before typing, plus the row number of each record as users see it.
+
+    ``frame`` has a 0..n-1 positional index; ``rows[i]`` is the row number of ``frame`` row
+    ``i`` (see the module docstring for the convention). Keeping the numbers beside the cells
+    lets every later check point at the exact row without a per-row loop.
+    """
+
+    frame: pd.DataFrame
+    file: str
+    rows: np.ndarray
+
+    def place(self, position: int) -> str:
+        """``row n`` for the record at ``position`` (0-based) in :attr:`frame`."""
+        return f"row {int(self.rows[position])}"
+
+    def origins(self) -> pd.Series:
+        """``<file>:row <n>`` for every record, as the ``origin`` column."""
+        numbers = pd.Series(self.rows, dtype="int64").astype("str")
+        return (f"{self.file}:row " + numbers).astype("str")
+
+
+def read_csv_header(path: str | Path) -> list[str]:
+    """The header fields of a CSV file (whitespace-stripped), for sniffing and column checks."""
+    file = str(path)
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as handle:
+            header = next(csv.reader(handle), None)
+    except FileNotFoundError:
+        raise InputError("file not found", file=file) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text ({exc.reason})", file=file) from None
+    except csv.Error as exc:
+        raise InputError(f"not a valid CSV header: {exc}", file=file, where="row 1") from None
+    except OSError as exc:
+        raise InputError(f"cannot read file: {exc.strerror}", file=file) from None
+    if not header or all(not h.strip() for h in header):
+        raise InputError("file is empty: expected a header line", file=file, where="row 1")
+    return [h.strip() for h in header]
+
+
+def read_csv_raw(path: str | Path) -> RawTable:
+    """Read a CSV file with every cell as text (``""`` when empty) and its line numbers.
+
+    Cells stay text so that error messages can quote the exact value the user wrote and so
+    that ids such as ``00123`` keep their leading zeros. Blank lines are dropped but keep
+    their place in the numbering.
+    """
+    file = str(path)
+    header = read_csv_header(path)
+    duplicates = sorted({h for h in header if header.count(h) > 1})
+    if duplicates:
+        raise InputError(
+            "column appears more than once in the header",
+            file=file,
+            where="row 1",
+            column=duplicates[0],
+        )
+    try:
+        frame = pd.read_csv(
+            path,
+            dtype=str,
+            keep_default_na=False,
+            na_filter=False,
+            skip_blank_lines=False,
+            encoding="utf-8-sig",
+        )
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text ({exc.reason})", file=file) from None
+    except (pd.errors.ParserError, ValueError) as exc:
+        message = " ".join(str(exc).split())
+        raise InputError(f"not a valid CSV file: {message}", file=file) from None
+    frame.columns = pd.Index([str(c).strip() for c in frame.columns])
+
+    header_lines = 1 + sum(str(h).count("\n") for h in header)
+    count = len(frame)
+    if count and len(frame.columns):
+        newlines = np.zeros(count, dtype="int64")
+        for column in frame.columns:
+            cells = frame[column]
+            if cells.str.contains("\n", regex=False).any():
+                newlines += cells.str.count("\n").to_numpy(dtype="int64")
+        # Line of record i = first data line + i + newlines embedded in the records before it.
+        before = np.concatenate([[0], np.cumsum(newlines)[:-1]])
+        rows = header_lines + 1 + np.arange(count, dtype="int64") + before
+        blank = (frame == "").all(axis=1).to_numpy()
+        if blank.any():
+            frame = frame.loc[~blank]
+            rows = rows[~blank]
+    else:
+        rows = np.arange(header_lines + 1, header_lines + 1 + count, dtype="int64")
+    return RawTable(frame.reset_index(drop=True), file, rows)
+
+
+def parquet_columns(path: str | Path) -> list[str]:
+    """The column names of a Parquet file, without reading its data."""
+    return list(_open_parquet(path).schema_arrow.names)
+
+
+def _open_parquet(path: str | Path) -> pq.ParquetFile:
+    file = str(path)
+    try:
+        return pq.ParquetFile(path)
+    except FileNotFoundError:
+        raise InputError("file not found", file=file) from None
+    except (pa.ArrowException, OSError) as exc:
+        message = " ".join(str(exc).split())
+        raise InputError(f"not a readable Parquet file: {message}", file=file) from None
+
+
+def read_parquet_raw(
+    path: str | Path,
+    *,
+    columns: Sequence[str] | None = None,
+    text_columns: Collection[str] = (),
+) -> RawTable:
+    """Read one Parquet file (never its hive partition folders) with 1-based record numbers.
+
+    ``text_columns`` are cast to strings in Arrow (so integer client ids stay ``"42"``, not
+    ``"42.0"``) and their nulls become ``""``. Dictionary columns are decoded and dates become
+    timestamps so that the shared helpers only see plain pandas dtypes.
+    """
+    file = str(path)
+    handle = _open_parquet(path)
+    try:
+        table = handle.read(columns=list(columns) if columns is not None else None)
+    except (pa.ArrowException, OSError) as exc:
+        message = " ".join(str(exc).split())
+        raise InputError(f"cannot read Parquet data: {message}", file=file) from None
+    arrays: dict[str, pa.ChunkedArray] = {}
+    for name in table.column_names:
+        array = table.column(name)
+        if pa.types.is_dictionary(array.type):
+            array = array.cast(array.type.value_type)
+        if name in text_columns and not (
+            pa.types.is_string(array.type) or pa.types.is_large_string(array.type)
+        ):
+            try:
+                array = array.cast(pa.string())
+            except (pa.ArrowException, ValueError):
+                raise InputError(
+                    f"cannot read {array.type} values as text",
+                    file=file,
+                    where="schema",
+                    column=name,
+                ) from None
+        elif pa.types.is_date(array.type):
+            array = array.cast(pa.timestamp("ns"))
+        arrays[name] = array
+    frame = pa.table(arrays).to_pandas() if arrays else pd.DataFrame(index=range(table.num_rows))
+    for name in text_columns:
+        if name in frame.columns:
+            frame[name] = frame[name].astype("str").fillna("")
+    rows = np.arange(1, len(frame) + 1, dtype="int64")
+    return RawTable(frame.reset_index(drop=True), file, rows)
+
+
+# --------------------------------------------------------------------------- column checks
+
+
+def suggestion(missing: str, candidates: Sequence[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest candidate, or ``""``: typos are common."""
+    by_lower = {c.lower(): c for c in candidates}
+    close = difflib.get_close_matches(missing.lower(), list(by_lower), n=1, cutoff=0.6)
+    return f" (did you mean '{by_lower[close[0]]}'?)" if close else ""
+
+
+def require_columns(
+    present: Sequence[str],
+    required: Sequence[str],
+    file: str,
+    *,
+    known: Collection[str] = (),
+) -> None:
+    """Raise :class:`InputError` for the first required column the header lacks.
+
+    The suggestion is drawn from the columns that are not themselves expected (``known`` and
+    ``required``), since a misspelt column is one the reader does not recognise.
+    """
+    missing = [c for c in required if c not in present]
+    if not missing:
+        return
+    column = missing[0]
+    expected = set(required) | set(known)
+    candidates = [c for c in present if c not in expected]
+    shown = ", ".join(present[:12]) + (", ..." if len(present) > 12 else "")
+    raise InputError(
+        f"required column is missing{suggestion(column, candidates)}; "
+        f"the file has: {shown or 'no columns'}",
+        file=file,
+        where="header",
+        column=column,
+    )
+
+
+# --------------------------------------------------------------------------- cell parsing
+
+
+def parse_utc(values: pd.Series, raw: RawTable, column: str) -> pd.Series:
+    """Timestamps as ``datetime64[ns, UTC]``: ISO 8601 with ``Z`` or an offset; naive = UTC.
+
+    Windows from different sources are compared and joined, so they must share one zone and
+    one resolution. The first unparseable (or empty) cell is reported by row and column.
+    """
+    if isinstance(values.dtype, pd.DatetimeTZDtype):
+        parsed = values.dt.tz_convert("UTC")
+    elif pd.api.types.is_datetime64_dtype(values.dtype):
+        parsed = values.dt.tz_localize("UTC")
+    else:
+        text = values.astype("str").fillna("").str.strip()
+        parsed = pd.to_datetime(text, utc=True, format="ISO8601", errors="coerce")
+    bad = parsed.isna().to_numpy()
+    if bad.any():
+        position = int(np.flatnonzero(bad)[0])
+        value = values.iloc[position]
+        problem = (
+            "timestamp is empty"
+            if _is_empty(value)
+            else f"cannot read timestamp {str(value)!r}: expected ISO 8601 such as "
+            "2026-11-07T00:00:00Z"
+        )
+        raise InputError(problem, file=raw.file, where=raw.place(position), column=column)
+    outside = ((parsed < _NS_MIN) | (parsed > _NS_MAX)).to_numpy()
+    if outside.any():
+        position = int(np.flatnonzero(outside)[0])
+        raise InputError(
+            f"timestamp {str(values.iloc[position])!r} is out of range (1677..2262)",
+            file=raw.file,
+            where=raw.place(position),
+            column=column,
+        )
+    return parsed.dt.as_unit("ns").reset_index(drop=True)
+
+
+def parse_float(values: pd.Series, raw: RawTable, column: str) -> pd.Series:
+    """Cells as float64; empty cells become NaN (callers decide whether that is allowed).
+
+    A non-numeric cell raises :class:`InputError` quoting the value, its row and column.
+    """
+    if pd.api.types.is_bool_dtype(values.dtype):
+        if len(values):
+            raise InputError(
+                f"expected a number, got {values.iloc[0]!r}",
+                file=raw.file,
+                where=raw.place(0),
+                column=column,
+            )
+        return values.astype("float64").reset_index(drop=True)
+    if pd.api.types.is_numeric_dtype(values.dtype):
+        return values.astype("float64").reset_index(drop=True)
+    text = values.astype("str").fillna("").str.strip()
+    numbers = pd.to_numeric(text, errors="coerce")
+    bad = (numbers.isna() & (text != "")).to_numpy()
+    if bad.any():
+        position = int(np.flatnonzero(bad)[0])
+        raise InputError(
+            f"expected a number, got {str(values.iloc[position])!r}",
+            file=raw.file,
+            where=raw.place(position),
+            column=column,
+        )
+    return numbers.astype("float64").reset_index(drop=True)
+
+
+def text(values: pd.Series) -> pd.Series:
+    """Cells as pandas ``str`` with ``""`` for missing values."""
+    return values.astype("str").fillna("").reset_index(drop=True)
+
+
+def _is_empty(value: object) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, float) and math.isnan(value):
+        return True
+    return isinstance(value, str) and not value.strip()
+
+
+def describe_value(value: object) -> str:
+    """How an error message shows a cell: ``empty``, ``NaN`` or the quoted value."""
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    return "empty" if _is_empty(value) else repr(str(value))
+
+
+# --------------------------------------------------------------------------- cost tables
+
+
+def derive_name(namespace: pd.Series, controller: pd.Series) -> pd.Series:
+    """``namespace/controller``, or ``namespace``, or ``""``: OpenCost's own naming shape.
+
+    Without a namespace the row cannot be named the way OpenCost would, so the name is ``""``.
+    """
+    joined = namespace + "/" + controller
+    name = joined.where(controller != "", namespace)
+    return name.where(namespace != "", "").astype("str")
+
+
+def is_component_column(column: str) -> bool:
+    """True for ``<x>_cost`` columns other than ``total_cost``."""
+    return column.endswith("_cost") and column != "total_cost"
+
+
+def conform_costs(frame: pd.DataFrame) -> pd.DataFrame:
+    """Give a cost frame the canonical column set, dtypes and column order.
+
+    Missing property columns become ``""``, label cells missing after a concat become ``""``;
+    component costs stay float64 with NaN where a source does not report that component.
+    Columns are ordered required, then components (known order, then others sorted), then
+    labels sorted, so frames from different sources line up.
+    """
+    out = frame.copy()
+    for column in COST_PROPERTY_COLUMNS:
+        out[column] = text(out[column]) if column in out.columns else ""
+        out[column] = out[column].astype("str")
+    for column in ("window_start", "window_end"):
+        if column not in out.columns:
+            out[column] = pd.Series(pd.NaT, index=out.index, dtype="datetime64[ns, UTC]")
+    out["origin"] = text(out["origin"]) if "origin" in out.columns else ""
+    out["origin"] = out["origin"].astype("str")
+    out["total_cost"] = out["total_cost"].astype("float64")
+    components = [c for c in out.columns if is_component_column(str(c))]
+    ordered_components = [c for c in COST_COMPONENT_COLUMNS if c in components] + sorted(
+        c for c in components if c not in COST_COMPONENT_COLUMNS
+    )
+    for column in ordered_components:
+        out[column] = out[column].astype("float64")
+    labels = sorted(c for c in out.columns if str(c).startswith(LABEL_PREFIX))
+    for column in labels:
+        out[column] = text(out[column]).astype("str")
+    ordered = [*COST_REQUIRED_COLUMNS, *ordered_components, *labels]
+    return out[ordered].reset_index(drop=True)
+
+
+_ORIGIN = re.compile(r"^(?P<file>.*):(?P<where>row \d+|(?:data)?\[\d+\]\[.*\])$", re.DOTALL)
+
+
+def split_origin(origin: str) -> tuple[str | None, str]:
+    """Split ``file:row 7`` / ``file:data[0]['x']`` back into file and place for messages."""
+    match = _ORIGIN.match(origin)
+    if match:
+        return match.group("file"), match.group("where")
+    return None, origin
+
+
+def validate_costs(frame: pd.DataFrame, *, total_column: str = "total_cost") -> None:
+    """Every row: ``total_cost`` finite and >= 0, ``window_end`` after ``window_start``.
+
+    The first offending row (in the frame's order) is named by its origin, so the user can go
+    straight to the cell; ``total_column`` is the name the user's file gives the total.
+    """
+    total = frame["total_cost"].to_numpy(dtype="float64")
+    bad = ~np.isfinite(total) | (total < 0)
+    if bad.any():
+        position = int(np.flatnonzero(bad)[0])
+        value = total[position]
+        problem = (
+            "total cost is missing"
+            if math.isnan(value)
+            else f"total cost must be finite and >= 0, got {value!r}"
+        )
+        file, where = split_origin(str(frame["origin"].iloc[position]))
+        raise InputError(problem, file=file, where=where, column=total_column)
+    backwards = (frame["window_end"] <= frame["window_start"]).to_numpy()
+    if backwards.any():
+        position = int(np.flatnonzero(backwards)[0])
+        file, where = split_origin(str(frame["origin"].iloc[position]))
+        start = frame["window_start"].iloc[position].isoformat()
+        end = frame["window_end"].iloc[position].isoformat()
+        raise InputError(
+            f"window_end {end} is not after window_start {start}",
+            file=file,
+            where=where,
+            column="window_end",
+        )
+
+
+# --------------------------------------------------------------------------- canonical reader
+
+
+def read_canonical_costs(path: str | Path) -> pd.DataFrame:
+    """Read a canonical cost CSV or Parquet file into a validated cost table.
+
+    Unknown columns are ignored with a warning (they may be typos of optional columns); an
+    ``origin`` column in the file is replaced by this file's own row references.
+    """
+    file = str(path)
+    suffix = Path(path).suffix.lower()
+    if suffix == ".parquet":
+        present = parquet_columns(path)
+        require_columns(present, CANONICAL_REQUIRED_COLUMNS, file, known=_known(present))
+        text_columns = [
+            c for c in present if c in COST_PROPERTY_COLUMNS or c.startswith(LABEL_PREFIX)
+        ]
+        raw = read_parquet_raw(path, text_columns=text_columns)
+    elif suffix == ".csv":
+        raw = read_csv_raw(path)
+        present = list(raw.frame.columns)
+        require_columns(present, CANONICAL_REQUIRED_COLUMNS, file, known=_known(present))
+    else:
+        raise InputError("expected a .csv or .parquet canonical cost file", file=file)
+
+    cells = raw.frame
+    unknown = [c for c in cells.columns if c not in _known(list(cells.columns))]
+    if unknown:
+        warn(f"{file}: ignoring unknown cost column(s): {', '.join(map(str, unknown))}")
+
+    out: dict[str, pd.Series] = {
+        "window_start": parse_utc(cells["window_start"], raw, "window_start"),
+        "window_end": parse_utc(cells["window_end"], raw, "window_end"),
+    }
+    for column in ["cluster", "namespace", "controller_kind", "controller", "node", "pod"]:
+        out[column] = text(cells[column]) if column in cells.columns else _blank(len(cells))
+    if "name" in cells.columns:
+        out["name"] = text(cells["name"])
+    else:
+        out["name"] = derive_name(out["namespace"], out["controller"])
+    out["total_cost"] = parse_float(cells["total_cost"], raw, "total_cost")
+    out["origin"] = raw.origins()
+    for column in cells.columns:
+        if is_component_column(str(column)):
+            out[column] = parse_float(cells[column], raw, column)
+        elif str(column).startswith(LABEL_PREFIX):
+            out[column] = text(cells[column])
+    frame = conform_costs(pd.DataFrame(out))
+    validate_costs(frame)
+    return frame
+
+
+def _known(present: Sequence[str]) -> set[str]:
+    return {
+        *CANONICAL_REQUIRED_COLUMNS,
+        *CANONICAL_OPTIONAL_PROPERTIES,
+        "origin",
+        *(c for c in present if c.startswith(LABEL_PREFIX) or is_component_column(c)),
+    }
+
+
+def _blank(count: int) -> pd.Series:
+    return pd.Series([""] * count, dtype="str")

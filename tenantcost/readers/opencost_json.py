@@ -1,0 +1,303 @@
+"""Reader for OpenCost Allocation API responses (``/allocation`` and ``/allocation/compute``).
+
+The response is ``{"code": 200, "status": "success", "data": [step, ...]}`` where each step maps
+allocation name to allocation object (one map per ``step``); a bare list of step maps (the
+``data`` value saved on its own) is accepted too. Each allocation becomes one cost-table row.
+
+Places in error messages and the ``origin`` column are JSON paths into the document, e.g.
+``data[0]['saas/deployment:api'].totalCost`` (``[0]['...']`` for a bare list), because JSON has
+no meaningful row numbers and the path is what ``jq`` or an editor search needs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tenantcost.errors import InputError
+from tenantcost.readers.canonical import conform_costs, validate_costs
+from tenantcost.tables import LABEL_PREFIX
+
+PROPERTY_FIELDS = {
+    "cluster": "cluster",
+    "node": "node",
+    "namespace": "namespace",
+    "controller_kind": "controllerKind",
+    "controller": "controller",
+    "pod": "pod",
+}
+"""Cost-table column -> ``properties`` field. Controller names come from properties (plain
+name), not from the allocation name (``kind:name`` when aggregated by controller)."""
+
+COMPONENT_FIELDS: dict[str, tuple[str, str | None]] = {
+    "cpu_cost": ("cpuCost", "cpuCostAdjustment"),
+    "gpu_cost": ("gpuCost", "gpuCostAdjustment"),
+    "ram_cost": ("ramCost", "ramCostAdjustment"),
+    "pv_cost": ("pvCost", "pvCostAdjustment"),
+    "network_cost": ("networkCost", "networkCostAdjustment"),
+    "load_balancer_cost": ("loadBalancerCost", "loadBalancerCostAdjustment"),
+    "shared_cost": ("sharedCost", None),
+    "external_cost": ("externalCost", None),
+}
+"""Cost-table component -> (OpenCost cost field, its adjustment field). OpenCost's totalCost
+includes the adjustments, so the components must too for them to add up to the total."""
+
+
+def read_opencost_json(path: str | Path) -> pd.DataFrame:
+    """Read a saved OpenCost Allocation API response (JSON file) into a cost table."""
+    file = str(path)
+    try:
+        with open(path, encoding="utf-8-sig") as handle:
+            content = handle.read()
+    except FileNotFoundError:
+        raise InputError("file not found", file=file) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text ({exc.reason})", file=file) from None
+    except OSError as exc:
+        raise InputError(f"cannot read file: {exc.strerror}", file=file) from None
+    try:
+        payload = json.loads(content)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"invalid JSON: {exc.msg}",
+            file=file,
+            where=f"line {exc.lineno}, column {exc.colno}",
+        ) from None
+    return parse_allocation_response(payload, file)
+
+
+def parse_allocation_response(payload: object, origin: str) -> pd.DataFrame:
+    """Turn a decoded Allocation API response into a validated cost table.
+
+    ``origin`` names the source (normally the file path) in messages and in the ``origin``
+    column. Null or empty steps are skipped (OpenCost returns them for steps with no data);
+    unknown fields are ignored so newer OpenCost versions keep working.
+    """
+    steps, prefix = _steps(payload, origin)
+    collected = _Collected()
+    for index, step in enumerate(steps):
+        step_path = f"{prefix}[{index}]"
+        if step is None or step == {}:
+            continue
+        if not isinstance(step, dict):
+            raise InputError(
+                f"expected an object mapping allocation names to allocations, got {_kind(step)}",
+                file=origin,
+                where=step_path,
+            )
+        for key, allocation in step.items():
+            collected.add(f"{step_path}[{key!r}]", str(key), allocation, origin)
+    return collected.frame(origin)
+
+
+def _steps(payload: object, origin: str) -> tuple[list[Any], str]:
+    """The list of step maps and the JSON path prefix to report them under."""
+    if isinstance(payload, list):
+        return payload, ""
+    if not isinstance(payload, dict):
+        raise InputError(
+            f"expected an OpenCost allocation response object, got {_kind(payload)}",
+            file=origin,
+        )
+    code = payload.get("code")
+    message = payload.get("message")
+    failed = code is not None and str(code) != "200"
+    if failed or (message and payload.get("data") is None):
+        details = " ".join(str(message).split()) if message else "no message"
+        raise InputError(
+            f"OpenCost returned an error (code {code}): {details}",
+            file=origin,
+            where="code" if failed else "message",
+        )
+    if "data" not in payload:
+        raise InputError(
+            "not an OpenCost allocation response: no 'data' field "
+            '(expected {"code": 200, "status": "success", "data": [...]})',
+            file=origin,
+        )
+    data = payload["data"]
+    if data is None:
+        return [], "data"
+    if not isinstance(data, list):
+        raise InputError(
+            f"expected a list of step maps, got {_kind(data)}", file=origin, where="data"
+        )
+    return data, "data"
+
+
+class _Collected:
+    """Column lists filled one allocation at a time, turned into one DataFrame at the end."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        self.names: list[str] = []
+        self.starts: list[str] = []
+        self.start_paths: list[str] = []
+        self.ends: list[str] = []
+        self.end_paths: list[str] = []
+        self.properties: dict[str, list[str]] = {c: [] for c in PROPERTY_FIELDS}
+        self.labels: list[dict[str, str]] = []
+        self.totals: list[float] = []
+        self.components: dict[str, list[float]] = {c: [] for c in COMPONENT_FIELDS}
+
+    def add(self, path: str, key: str, allocation: object, origin: str) -> None:
+        """Validate one allocation object and append its values."""
+        if not isinstance(allocation, dict):
+            raise InputError(
+                f"expected an allocation object, got {_kind(allocation)}",
+                file=origin,
+                where=path,
+            )
+        name = allocation.get("name")
+        self.names.append(name if isinstance(name, str) else key)
+        self.paths.append(path)
+
+        start, start_path = _window_edge(allocation, "start", path, origin)
+        end, end_path = _window_edge(allocation, "end", path, origin)
+        self.starts.append(start)
+        self.start_paths.append(start_path)
+        self.ends.append(end)
+        self.end_paths.append(end_path)
+
+        properties = allocation.get("properties")
+        if properties is None:
+            properties = {}
+        if not isinstance(properties, dict):
+            raise InputError(
+                f"expected an object, got {_kind(properties)}",
+                file=origin,
+                where=f"{path}.properties",
+            )
+        for column, field in PROPERTY_FIELDS.items():
+            value = properties.get(field)
+            self.properties[column].append("" if value is None else str(value))
+        labels = properties.get("labels")
+        if labels is None:
+            labels = {}
+        if not isinstance(labels, dict):
+            raise InputError(
+                f"expected an object, got {_kind(labels)}",
+                file=origin,
+                where=f"{path}.properties.labels",
+            )
+        self.labels.append({str(k): "" if v is None else str(v) for k, v in labels.items()})
+
+        self.totals.append(_total_cost(allocation, path, origin))
+        for column, (field, adjustment_field) in COMPONENT_FIELDS.items():
+            value = _number(allocation, field, path, origin)
+            adjustment = (
+                _number(allocation, adjustment_field, path, origin) if adjustment_field else None
+            )
+            base = math.nan if value is None else value
+            self.components[column].append(base + (adjustment or 0.0))
+
+    def frame(self, origin: str) -> pd.DataFrame:
+        """One DataFrame built column-wise; windows parsed in one vectorised call."""
+        columns: dict[str, object] = {
+            "window_start": _parse_times(self.starts, self.start_paths, origin),
+            "window_end": _parse_times(self.ends, self.end_paths, origin),
+            "name": pd.Series(self.names, dtype="str"),
+            **{c: pd.Series(v, dtype="str") for c, v in self.properties.items()},
+            "total_cost": pd.Series(self.totals, dtype="float64"),
+            "origin": pd.Series([f"{origin}:{p}" for p in self.paths], dtype="str"),
+            **{c: pd.Series(v, dtype="float64") for c, v in self.components.items()},
+        }
+        keys = sorted({k for labels in self.labels for k in labels})
+        for key in keys:
+            columns[LABEL_PREFIX + key] = pd.Series(
+                [labels.get(key, "") for labels in self.labels], dtype="str"
+            )
+        frame = conform_costs(pd.DataFrame(columns))
+        validate_costs(frame)
+        return frame
+
+
+def _window_edge(allocation: dict[str, Any], edge: str, path: str, origin: str) -> tuple[str, str]:
+    """``window.<edge>``, falling back to the top-level ``<edge>`` field, with its path."""
+    window = allocation.get("window")
+    if isinstance(window, dict) and window.get(edge) is not None:
+        value, where = window[edge], f"{path}.window.{edge}"
+    elif allocation.get(edge) is not None:
+        value, where = allocation[edge], f"{path}.{edge}"
+    else:
+        raise InputError(
+            f"window {edge} is missing (neither window.{edge} nor {edge} is set)",
+            file=origin,
+            where=f"{path}.window.{edge}",
+        )
+    if not isinstance(value, str):
+        raise InputError(
+            f"expected an RFC 3339 timestamp string, got {_kind(value)}",
+            file=origin,
+            where=where,
+        )
+    return value, where
+
+
+def _parse_times(values: list[str], paths: list[str], origin: str) -> pd.Series:
+    parsed = pd.to_datetime(
+        pd.Series(values, dtype="str"), utc=True, format="ISO8601", errors="coerce"
+    )
+    bad = parsed.isna().to_numpy()
+    if bad.any():
+        position = int(np.flatnonzero(bad)[0])
+        raise InputError(
+            f"cannot read timestamp {values[position]!r}: expected RFC 3339 such as "
+            "2026-11-07T00:00:00Z",
+            file=origin,
+            where=paths[position],
+        )
+    return parsed.dt.as_unit("ns")
+
+
+def _total_cost(allocation: dict[str, Any], path: str, origin: str) -> float:
+    """``totalCost``, which must be a finite number >= 0: it is the amount being split."""
+    where = f"{path}.totalCost"
+    if "totalCost" not in allocation:
+        raise InputError("totalCost is missing", file=origin, where=where)
+    value = _number(allocation, "totalCost", path, origin)
+    if value is None:
+        raise InputError(
+            "totalCost is null (OpenCost writes NaN and Inf as null)", file=origin, where=where
+        )
+    if not math.isfinite(value):
+        raise InputError(f"totalCost is not finite: {value}", file=origin, where=where)
+    if value < 0:
+        raise InputError(f"totalCost is negative: {value}", file=origin, where=where)
+    return value
+
+
+def _number(allocation: dict[str, Any], field: str, path: str, origin: str) -> float | None:
+    """A numeric field as float, ``None`` when absent or null; anything else is an error."""
+    value = allocation.get(field)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InputError(
+            f"expected a number, got {_kind(value)} {value!r}",
+            file=origin,
+            where=f"{path}.{field}",
+        )
+    return float(value)
+
+
+def _kind(value: object) -> str:
+    """JSON type name of a decoded value, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__

@@ -1,0 +1,1 @@
+"""Writers: turn allocation results into text tables, JSON and CSV files."""

@@ -1,0 +1,79 @@
+"""The ``--out DIR`` files of an allocation: CSV tables plus the reconciliation JSON.
+
+CSV amounts carry both an exact decimal (``amount``, in currency units) and the integer
+micro-units (``amount_micros``) so spreadsheets and scripts read them without float drift.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from tenantcost.allocate import AllocationResult
+from tenantcost.errors import InputError
+from tenantcost.money import micros_to_decimal_strings
+from tenantcost.reconcile import residual_summary
+from tenantcost.writers.json_output import result_document
+
+
+def with_decimal_amount(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rename ``amount`` to ``amount_micros`` and put the exact decimal ``amount`` before it."""
+    out = frame.rename(columns={"amount": "amount_micros"}).copy()
+    out.insert(
+        out.columns.get_loc("amount_micros"),
+        "amount",
+        micros_to_decimal_strings(out["amount_micros"]),
+    )
+    return out
+
+
+def write_outputs(result: AllocationResult, out: Path) -> list[Path]:
+    """Write clients.csv, lines.csv, residual.csv, unattributed.csv, exclusions.csv and
+    reconciliation.json into ``out`` (created if missing); return the paths written."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create output folder: {exc.strerror}", file=str(out)) from None
+    doc = result_document(result)
+    written: list[Path] = []
+
+    def csv(name: str, frame: pd.DataFrame) -> None:
+        path = out / name
+        with_decimal_amount(frame).to_csv(path, index=False, date_format="%Y-%m-%dT%H:%M:%SZ")
+        written.append(path)
+
+    csv("clients.csv", result.client_totals().assign(currency=result.currency))
+    csv("lines.csv", result.lines)
+    residual = pd.DataFrame(residual_summary(result))
+    csv("residual.csv", residual)
+    csv("residual_by_window.csv", result.residual)
+    csv("unattributed.csv", result.unattributed)
+    csv("exclusions.csv", result.exclusions)
+    recon: dict[str, Any] = {
+        k: doc[k]
+        for k in (
+            "tenantcost_version",
+            "currency",
+            "money",
+            "period",
+            "rules",
+            "key_override",
+            "reference_total",
+            "opencost_total",
+            "external_total",
+            "unattributed",
+            "unattributed_detail",
+            "residual",
+            "exclusions",
+            "unclassified",
+            "cascade",
+            "gap",
+        )
+    }
+    path = out / "reconciliation.json"
+    path.write_text(json.dumps(recon, indent=2) + "\n", encoding="utf-8")
+    written.append(path)
+    return written

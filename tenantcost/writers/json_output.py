@@ -1,0 +1,149 @@
+"""The JSON document of an allocation: every figure, its rule and its place in the cascade.
+
+All amounts are integers in micro-units of the currency (``money.minor_unit_exponent`` = 6),
+so the document is exact and its figures add up by integer arithmetic.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from tenantcost import __version__
+from tenantcost.allocate import AllocationResult
+from tenantcost.money import MINOR_UNIT_EXPONENT
+from tenantcost.reconcile import (
+    cascade,
+    exclusion_summary,
+    residual_summary,
+    unattributed_summary,
+)
+from tenantcost.rules import describe_key
+
+
+def _iso(ts: pd.Timestamp) -> str:
+    return ts.isoformat().replace("+00:00", "Z")
+
+
+def money_header(currency: str) -> dict[str, Any]:
+    """How to read every ``amount`` in the document."""
+    return {
+        "currency": currency,
+        "minor_unit_exponent": MINOR_UNIT_EXPONENT,
+        "unit": f"micro-{currency} (1 {currency} = 1,000,000)",
+    }
+
+
+def client_lines(result: AllocationResult) -> pd.DataFrame:
+    """Lines summed over windows: one per client, source, kind and key."""
+    lines = result.lines
+    if lines.empty:
+        return lines
+    grouped = (
+        lines.groupby(["client", "kind", "source", "key"], sort=True, observed=True)
+        .agg(
+            measure=("measure", "sum"),
+            total_measure=("total_measure", "sum"),
+            amount=("amount", "sum"),
+            windows=("amount", "size"),
+        )
+        .reset_index()
+    )
+    # A period share is the client's measure over the pool's measure in the windows it used.
+    grouped["share"] = grouped["measure"] / grouped["total_measure"]
+    direct = grouped["kind"] == "direct"
+    grouped.loc[direct, ["measure", "total_measure"]] = float("nan")
+    grouped.loc[direct, "share"] = 1.0
+    return grouped
+
+
+def _num(value: float) -> float | None:
+    return None if pd.isna(value) else round(float(value), 9)
+
+
+def rules_in_force(result: AllocationResult) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": r.id,
+            "effective_from": r.effective_from.date().isoformat(),
+            "description": r.description,
+            "idle": r.idle,
+            "unmatched": r.unmatched,
+            "workloads": [
+                {
+                    "match": dict(w.match),
+                    "class": w.class_,
+                    **({"service": w.service} if w.service else {}),
+                    **({"key": describe_key(w.key)} if w.key is not None else {}),
+                    **({"client": w.client} if w.client else {}),
+                    **({"client_from": w.client_from} if w.client_from else {}),
+                    **({"reason": w.reason} if w.reason else {}),
+                }
+                for w in r.workloads
+            ],
+            "external": [
+                {
+                    "name": e.name,
+                    "amount": str(e.amount),
+                    "per": e.per,
+                    "key": describe_key(e.key),
+                    "services": e.services or r.shared_services,
+                }
+                for e in r.external
+            ],
+        }
+        for r in result.rules
+    ]
+
+
+def result_document(result: AllocationResult) -> dict[str, Any]:
+    """The full JSON-ready document of one allocation."""
+    casc = cascade(result)
+    grouped = client_lines(result)
+    totals = result.client_totals()
+    clients = []
+    for row in totals.itertuples(index=False):  # one pass per client to nest its lines
+        mine = grouped[grouped["client"] == row.client] if not grouped.empty else grouped
+        clients.append(
+            {
+                "client": row.client,
+                "amount": int(row.amount),
+                "lines": [
+                    {
+                        "source": line.source,
+                        "kind": line.kind,
+                        "key": line.key or None,
+                        "measure": _num(line.measure),
+                        "share": _num(line.share),
+                        "amount": int(line.amount),
+                        "windows": int(line.windows),
+                    }
+                    for line in mine.itertuples(index=False)
+                ],
+            }
+        )
+    return {
+        "tenantcost_version": __version__,
+        "currency": result.currency,
+        "money": money_header(result.currency),
+        "period": {"start": _iso(result.period.start), "end": _iso(result.period.end)},
+        "windows": result.windows,
+        "hours": result.hours,
+        "rules": rules_in_force(result),
+        "key_override": result.key_override,
+        "reference_total": result.reference_total,
+        "opencost_total": result.cost_total,
+        "external_total": result.external_total,
+        "clients": clients,
+        "unattributed": int(result.unattributed["amount"].sum()),
+        "unattributed_detail": unattributed_summary(result),
+        "residual": residual_summary(result),
+        "exclusions": exclusion_summary(result),
+        "unclassified": int(result.unclassified["amount"].sum()),
+        "cascade": [
+            {"line": c.label, "kind": c.kind, "amount": c.amount, "detail": c.detail}
+            for c in casc.lines
+        ],
+        "gap": casc.gap,
+    }

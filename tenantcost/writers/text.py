@@ -1,0 +1,83 @@
+"""Plain-text tables for the terminal: readable, aligned, exact to the micro-unit."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tenantcost.allocate import AllocationResult
+from tenantcost.money import MINOR_UNIT_EXPONENT, format_amount
+from tenantcost.reconcile import Cascade
+
+
+def money(micros: int) -> str:
+    """An exact amount with all its decimals (the table never rounds away a micro-unit)."""
+    return format_amount(micros, MINOR_UNIT_EXPONENT)
+
+
+def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> str:
+    """Align columns; ``right`` holds the indexes of right-aligned (numeric) columns."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
+
+    def fmt(cells: Sequence[str]) -> str:
+        return "  ".join(
+            cell.rjust(w) if i in right else cell.ljust(w)
+            for i, (cell, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([fmt(headers), rule, *(fmt(r) for r in rows)])
+
+
+def _pct(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.1f} %" if whole else "-"
+
+
+def header(result: AllocationResult) -> str:
+    rules = ", ".join(f"{r.id} (from {r.effective_from.date()})" for r in result.rules)
+    key = f"; key override: {result.key_override}" if result.key_override else ""
+    return (
+        f"Period {result.period.start.isoformat()} to {result.period.end.isoformat()} "
+        f"({result.windows} windows, {result.hours:g} h); rules: {rules}{key}\n"
+        f"Amounts in {result.currency}, exact to 10^-{MINOR_UNIT_EXPONENT}."
+    )
+
+
+def clients_table(result: AllocationResult) -> str:
+    totals = result.client_totals()
+    attributed = int(totals["amount"].sum())
+    rows = [
+        [str(r.client), money(int(r.amount)), _pct(int(r.amount), attributed)]
+        for r in totals.itertuples(index=False)
+    ]
+    rows.append(["(all clients)", money(attributed), _pct(attributed, attributed)])
+    return render_table(["client", f"amount {result.currency}", "share"], rows, {1, 2})
+
+
+def sources_table(result: AllocationResult) -> str:
+    """Each client's amount per source (shared workload, external cost, direct, idle)."""
+    lines = result.lines
+    if lines.empty:
+        return "(no client lines)"
+    matrix = lines.pivot_table(
+        index="client", columns="source", values="amount", aggfunc="sum", fill_value=0
+    ).astype("int64")
+    order = result.client_totals()["client"].tolist()
+    matrix = matrix.reindex(order)
+    sources = [str(c) for c in matrix.columns]
+    rows = [
+        [str(client), *(money(int(v)) for v in values)]
+        for client, values in zip(matrix.index, matrix.to_numpy(), strict=True)
+    ]
+    return render_table(["client", *sources], rows, set(range(1, len(sources) + 1)))
+
+
+def cascade_table(casc: Cascade, currency: str, detail: str = "OpenCost + external") -> str:
+    rows = [
+        [line.label, money(line.amount), _pct(line.amount, casc.reference_total), line.detail]
+        for line in casc.lines
+    ]
+    rows.append(["reference total", money(casc.reference_total), "100.0 %", detail])
+    rows.append(["gap", money(casc.gap), "", "closes" if casc.closes else "DOES NOT CLOSE"])
+    return render_table(["cascade", f"amount {currency}", "of total", "detail"], rows, {1, 2})
