@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from tenantcost.classify import UNMATCHED, classify, raise_unmatched, workload_label
-from tenantcost.errors import InputError
+from tenantcost.errors import InputError, warn
 from tenantcost.external import external_pools
 from tenantcost.money import split_largest_remainder, to_micros
 from tenantcost.rules import EVEN, Key, RuleSet, RuleVersion, WeightsKey, check_against_usage
@@ -342,15 +342,25 @@ def allocate(
     """
     if key is not None:
         ruleset = ruleset.with_key(key)
-    usage = usage if usage is not None else empty_usage()
+    if usage is None:
+        # No usage at all: the keys cannot be checked, and every keyed pool is unattributed.
+        services = sorted({s for r in ruleset.rules for s in r.shared_services})
+        if services or any(r.external for r in ruleset.rules):
+            warn(
+                "no usage data given: the cost of shared workloads "
+                f"({', '.join(services) or 'none'}) and external costs is reported as "
+                "unattributed"
+            )
+        usage = empty_usage()
+    else:
+        check_against_usage(
+            ruleset,
+            metric_columns(usage),
+            sorted(usage["service"].unique().tolist()),
+            origin=rules_origin,
+            usage_origin=usage_origin,
+        )
     metrics = metric_columns(usage)
-    check_against_usage(
-        ruleset,
-        metrics,
-        sorted(usage["service"].unique().tolist()),
-        origin=rules_origin,
-        usage_origin=usage_origin,
-    )
     costs = select_period(costs, period, "cost")
     usage = select_period(usage, period, "usage")
     period = period or data_period(costs)

@@ -346,8 +346,7 @@ def test_shuffled_rows_give_identical_table(tmp_path: Path) -> None:
 
 def test_shuffled_json_allocations_give_identical_table(tmp_path: Path) -> None:
     items = {
-        n: allocation(n, float(i), namespace=n, cluster="c1")
-        for i, n in enumerate(["b", "a", "c"])
+        n: allocation(n, float(i), namespace=n, cluster="c1") for i, n in enumerate(["b", "a", "c"])
     }
     forward = write_json(tmp_path / "x.json", envelope(items))
     frame1 = read_costs([forward])

@@ -134,9 +134,17 @@ def read_csv_raw(path: str | Path) -> RawTable:
     except (pd.errors.ParserError, ValueError) as exc:
         message = " ".join(str(exc).split())
         raise InputError(f"not a valid CSV file: {message}", file=file) from None
+    header_lines = 1 + sum(str(h).count("\n") for h in header)
+    if not isinstance(frame.index, pd.RangeIndex):
+        # pandas silently turns the first column into the index when every data row has
+        # one field more than the header; that would shift every value by one column.
+        raise InputError(
+            f"data rows have more fields than the header's {len(header)} columns",
+            file=file,
+            where=f"row {header_lines + 1}",
+        )
     frame.columns = pd.Index([str(c).strip() for c in frame.columns])
 
-    header_lines = 1 + sum(str(h).count("\n") for h in header)
     count = len(frame)
     if count and len(frame.columns):
         newlines = np.zeros(count, dtype="int64")
@@ -420,7 +428,7 @@ def validate_costs(frame: pd.DataFrame, *, total_column: str = "total_cost") -> 
         problem = (
             "total cost is missing"
             if math.isnan(value)
-            else f"total cost must be finite and >= 0, got {value!r}"
+            else f"total cost must be finite and >= 0, got {float(value)!r}"
         )
         file, where = split_origin(str(frame["origin"].iloc[position]))
         raise InputError(problem, file=file, where=where, column=total_column)

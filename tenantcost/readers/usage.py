@@ -109,12 +109,13 @@ def _read_usage_file(file: Path, folder: Path | None, wanted: list[str] | None) 
         present = [c for c in parquet_columns(file) if c not in partitions]
     else:
         present = [c for c in read_csv_header(file) if c not in partitions]
-    metrics = (
-        wanted
-        if wanted is not None
-        else [c for c in present if c not in (*USAGE_KEY_COLUMNS, "origin")]
-    )
-    require_columns(present, [*USAGE_KEY_COLUMNS, *metrics], name)
+    # Keys first: any other column may be the misspelt key, so all are candidates.
+    require_columns(present, USAGE_KEY_COLUMNS, name)
+    if wanted is not None:
+        require_columns(present, wanted, name, known=USAGE_KEY_COLUMNS)
+        metrics = wanted
+    else:
+        metrics = [c for c in present if c not in (*USAGE_KEY_COLUMNS, "origin")]
     if wanted is None and not metrics:
         raise InputError(
             "no metric columns: expected at least one column besides "
