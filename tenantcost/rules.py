@@ -28,7 +28,9 @@ from pydantic import (
     model_validator,
 )
 
+from tenantcost.cost_model_config import CostModel
 from tenantcost.errors import InputError, warn
+from tenantcost.sources_config import PrometheusSource
 from tenantcost.tables import LABEL_PREFIX
 
 WorkloadClass = Literal["shared", "direct", "idle", "overhead", "reserve", "excluded"]
@@ -208,6 +210,7 @@ class Sources(_Strict):
 
     costs: list[str] = Field(default_factory=list)
     usage: list[str] = Field(default_factory=list)
+    prometheus: PrometheusSource | None = None
 
     @field_validator("costs", "usage", mode="before")
     @classmethod
@@ -222,6 +225,7 @@ class RuleSet(_Strict):
     hours_per_month: Annotated[int, Field(gt=0)] = 730
     sources: Sources = Field(default_factory=Sources)
     rules: list[RuleVersion]
+    cost_model: CostModel | None = None
 
     @field_validator("rules")
     @classmethod

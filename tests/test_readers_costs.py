@@ -17,14 +17,13 @@ from tenantcost.readers.opencost_csv import read_opencost_csv
 from tenantcost.readers.opencost_json import parse_allocation_response, read_opencost_json
 from tenantcost.tables import COST_REQUIRED_COLUMNS
 
-REFERENCE = Path("/work/shared/reference/opencost")
+# Byte-for-byte copies of OpenCost's published samples (provenance: tests/data/opencost/SOURCES.md).
+REFERENCE = Path(__file__).parent / "data" / "opencost"
 ALLOCATION_EXAMPLE = REFERENCE / "opencost-website_allocation-example-output.json"
 EXPORT_SAMPLE = REFERENCE / "opencost-website_export-sample.csv"
 SWAGGER = REFERENCE / "opencost_docs_swagger.json"
 
-needs_reference = pytest.mark.skipif(
-    not REFERENCE.is_dir(), reason="OpenCost reference samples not available"
-)
+needs_reference = pytest.mark.usefixtures()  # the samples ship with the tests
 
 
 def ts(text: str) -> pd.Timestamp:

@@ -1,0 +1,5 @@
+"""``python -m tenantcost`` runs the command line."""
+
+from tenantcost.cli import main
+
+main()
