@@ -216,7 +216,7 @@ def _shared_and_external(
     pools["pool"] = np.arange(len(pools), dtype="int64")
 
     # Describe each (version, entry/external) once: its label, key and services.
-    spec_rows = []
+    spec_rows: list[tuple[object, ...]] = []
     for v, version in enumerate(ruleset.rules):
         for j, w in enumerate(version.workloads):
             if w.class_ == "shared":
@@ -388,7 +388,7 @@ def allocate(
             raise_unmatched(costs, in_error, ruleset)
 
     # Attach the entry's class and details to every row via a small lookup table.
-    entry_rows = []
+    entry_rows: list[tuple[object, ...]] = []
     for v, version in enumerate(ruleset.rules):
         for j, w in enumerate(version.workloads):
             entry_rows.append(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import json
-import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -321,4 +320,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    main()

@@ -117,9 +117,7 @@ class PrometheusSource(_Strict):
 
     @model_validator(mode="after")
     def _one_authorization(self) -> PrometheusSource:
-        if self.basic_auth is not None and any(
-            k.lower() == "authorization" for k in self.headers
-        ):
+        if self.basic_auth is not None and any(k.lower() == "authorization" for k in self.headers):
             raise ValueError(
                 "basic_auth: cannot be combined with an Authorization header; use one of them"
             )

@@ -27,7 +27,7 @@ def test_shared_cost_splits_by_key_in_proportion():
         {"service": "api", "client": "a", "requests": 3},
         {"service": "api", "client": "b", "requests": 1},
     ])
-    r = allocate(c, u, rules(BASIC_RULES.replace("      - {match: {namespace: saas, controller: worker}, class: shared, service: worker,\n         key: cpu_seconds}\n", "")))
+    r = allocate(c, u, rules(_rules()))
     assert amounts(r) == {"a": 750_000, "b": 250_000}
     line = r.lines.set_index("client").loc["a"]
     assert line["key"] == "requests" and line["measure"] == 3 and line["share"] == 0.75

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh Debian 12 machine: installs what the tests need (idempotent),
+# then runs lint, type checks and pytest. This is the README's test command; .ci/run calls it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Real servers the tests start on 127.0.0.1 (never mocks): Prometheus and promtool.
+need_apt=()
+command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
+if ((${#need_apt[@]})); then
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  echo "installing Debian packages: ${need_apt[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+python3 -m pip install --quiet --disable-pip-version-check -e ".[test]"
+
+python3 -m ruff check tenantcost tests benchmarks
+python3 -m mypy
+python3 -m pytest -q "$@"

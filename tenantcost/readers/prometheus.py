@@ -1,0 +1,487 @@
+"""Read per-client usage from Prometheus into the canonical usage table.
+
+Configuration is :class:`tenantcost.sources_config.PrometheusSource` (``sources.prometheus`` in
+the rule file): one PromQL template per usage column, by default
+``sum by (client, service) (increase(app_requests_total[1h]))`` for ``requests`` and the same
+over ``app_cpu_seconds_total`` for ``cpu_seconds``. Each query is evaluated at every window
+end; its value there is the usage of the window that ends at that time.
+
+**One range query per column.** A range query (``/api/v1/query_range``) with ``start`` = the
+first window end, ``end`` = the last window end and ``step`` = the window length evaluates the
+expression at exactly the times ``start + k * step``, and Prometheus evaluates each of those
+steps as an independent instant query at that time (same range selection ``[t - 1h, t]``, same
+``increase``, same aggregation). So it returns the same numbers as one instant query per window
+end, in one request per column instead of one per window. Periods longer than
+:data:`MAX_POINTS` windows are split into several range queries (Prometheus refuses more than
+11,000 points per series).
+
+**What the reader guarantees.**
+
+- Counter resets are handled by ``increase`` (Prometheus adds the value before the reset).
+- A series without the client label is usage without a client id: ``client`` is ``""``
+  (unattributed). A series without the service label is an error naming the query.
+- Missing windows are reported, not invented. A (service, client) pair that has a sample in
+  some window of the period but none in others gets one :func:`tenantcost.errors.warn` per
+  column and service, naming the clients and the missing windows as time ranges. No row is
+  created for a window in which no query has a sample. When one query has a sample for a
+  (window, service, client) and another has none, the row exists (for the query that has data)
+  and the other column is 0.0 there; that window is part of the warning for that column. For
+  allocation, a 0 measure and an absent row give the client the same (zero) share.
+- Values arrive as strings and are converted to float64; NaN, infinite or negative values, and
+  two series with the same (service, client) in one query, are errors.
+- Connection problems, timeouts, HTTP errors and Prometheus' own error responses (bad PromQL)
+  become :class:`tenantcost.errors.InputError` naming the URL (without credentials) and the
+  problem, quoting Prometheus' message; no traceback.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import reduce
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+import pandas as pd
+import requests
+from prometheus_api_client import PrometheusConnect
+from prometheus_api_client.exceptions import PrometheusApiClientException
+from urllib3.util.retry import Retry
+
+from tenantcost.errors import InputError, warn
+from tenantcost.sources_config import PrometheusSource
+from tenantcost.tables import USAGE_KEY_COLUMNS, empty_usage
+
+MAX_POINTS = 10_000
+"""Most window ends per range query (Prometheus' limit is 11,000 points per series)."""
+
+MAX_CLIENTS_NAMED = 5
+"""Clients listed by name in one missing-data warning; the rest are counted."""
+
+_RETRY = Retry(
+    total=2,
+    connect=1,
+    read=0,
+    backoff_factor=0.5,
+    status_forcelist=(502, 503, 504),
+    allowed_methods=("GET",),
+    raise_on_status=False,
+)
+
+
+def read_prometheus_usage(
+    source: PrometheusSource, start: pd.Timestamp, end: pd.Timestamp
+) -> pd.DataFrame:
+    """The canonical usage table for the windows of ``source.step`` from ``start`` to ``end``.
+
+    ``start`` and ``end`` are window boundaries (UTC if naive; whole seconds); ``end - start``
+    must be a whole number of steps. Each column's query is evaluated at every window end
+    (``start + step``, ..., ``end``) with one range query (see the module docstring). Rows are
+    sorted by window, service and client; ``origin`` reads
+    ``prometheus <url> query '<column>' at <window end>``.
+    """
+    step = source.step_timedelta
+    first_end, last_end = _period(start, end, step)
+    window_ends = pd.date_range(first_end, last_end, freq=step).as_unit("ns")
+    columns = list(source.queries)
+    url = _display_url(source.url)
+    if last_end > pd.Timestamp.now(tz="UTC"):
+        warn(
+            f"prometheus {url}: the period ends at {_iso(last_end)}, in the future; the "
+            "windows after now are incomplete or missing"
+        )
+
+    session = requests.Session()
+    responses: list[requests.Response] = []
+    session.hooks["response"].append(lambda response, *args, **kwargs: responses.append(response))
+    client = PrometheusConnect(
+        url=source.url,
+        headers=dict(source.headers) or None,
+        retry=_RETRY,
+        auth=(
+            (source.basic_auth.username, source.basic_auth.password.get_secret_value())
+            if source.basic_auth
+            else None
+        ),
+        session=session,
+        timeout=source.timeout_seconds,
+    )
+    try:
+        frames = [
+            _query_column(client, responses, source, column, window_ends, url) for column in columns
+        ]
+    finally:
+        client.close()
+
+    for column, frame in zip(columns, frames, strict=True):
+        if frame.empty:
+            warn(
+                f"prometheus {url} query '{column}': no data between {_iso(first_end - step)} "
+                f"and {_iso(last_end)} ({source.render(column)})"
+            )
+    wide = reduce(
+        lambda left, right: left.merge(right, on=["window_end", "service", "client"], how="outer"),
+        frames,
+    )
+    if wide.empty:
+        return empty_usage(columns)
+    _report_missing(wide, columns, frames, window_ends, step, url)
+
+    present = [wide[c].notna().to_numpy() for c in columns]
+    first_column = np.select(present, [np.full(len(wide), c, dtype=object) for c in columns])
+    window_end = wide["window_end"].astype("datetime64[ns, UTC]")
+    usage = pd.DataFrame(
+        {
+            "window_start": window_end - step,
+            "window_end": window_end,
+            "service": wide["service"].astype("str"),
+            "client": wide["client"].astype("str"),
+            **{c: wide[c].fillna(0.0).astype("float64") for c in columns},
+            "origin": (
+                f"prometheus {url} query '"
+                + pd.Series(first_column, index=wide.index, dtype="str")
+                + "' at "
+                + window_end.dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+            ).astype("str"),
+        }
+    )
+    return usage.sort_values(USAGE_KEY_COLUMNS, kind="mergesort").reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- period
+
+
+def _period(
+    start: pd.Timestamp, end: pd.Timestamp, step: pd.Timedelta
+) -> tuple[pd.Timestamp, pd.Timestamp]:
+    """(first window end, last window end), after checking the period fits the step."""
+    start, end = _utc(start, "start"), _utc(end, "end")
+    if end <= start:
+        raise InputError(f"period end {_iso(end)} is not after its start {_iso(start)}")
+    for name, ts in (("start", start), ("end", end)):
+        if ts != ts.floor("s"):
+            raise InputError(f"period {name} {ts.isoformat()} must be a whole second")
+    if (end - start) % step != pd.Timedelta(0):
+        raise InputError(
+            f"period {_iso(start)} to {_iso(end)} is not a whole number of "
+            f"{_step_text(step)} windows"
+        )
+    return start + step, end
+
+
+def _utc(value: Any, name: str) -> pd.Timestamp:
+    try:
+        ts = pd.Timestamp(value)
+    except (TypeError, ValueError):
+        raise InputError(f"period {name}: not a date or time: {value!r}") from None
+    if ts is pd.NaT:
+        raise InputError(f"period {name}: not a date or time: {value!r}")
+    ts = ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
+    return ts.as_unit("ns")
+
+
+# --------------------------------------------------------------------------- querying
+
+
+def _query_column(
+    client: PrometheusConnect,
+    responses: list[requests.Response],
+    source: PrometheusSource,
+    column: str,
+    window_ends: pd.DatetimeIndex,
+    url: str,
+) -> pd.DataFrame:
+    """One column's samples as (window_end, service, client, <column>), one row per sample."""
+    query = source.render(column)
+    step_seconds = str(int(source.step_timedelta.total_seconds()))
+    results: list[dict[str, Any]] = []
+    for chunk_start in range(0, len(window_ends), MAX_POINTS):
+        chunk = window_ends[chunk_start : chunk_start + MAX_POINTS]
+        responses.clear()
+        try:
+            data = client.custom_query_range(
+                query,
+                start_time=chunk[0].to_pydatetime(),
+                end_time=chunk[-1].to_pydatetime(),
+                step=step_seconds,
+                params={"timeout": f"{source.timeout_seconds:g}s"},
+            )
+        except PrometheusApiClientException:
+            raise _http_error(responses, source, column, query, url) from None
+        except requests.exceptions.RequestException as exc:
+            raise _connection_error(exc, source, url) from None
+        except (ValueError, KeyError, TypeError):
+            raise InputError(
+                "the answer is not a Prometheus API response (expected JSON with "
+                "data.result); check the url",
+                file=f"prometheus {url}",
+            ) from None
+        if not isinstance(data, list):
+            raise InputError(
+                "the answer is not a Prometheus API response (data.result is not a list)",
+                file=f"prometheus {url}",
+            )
+        results.extend(data)
+    return _samples_frame(results, source, column, query, window_ends, url)
+
+
+def _samples_frame(
+    results: list[dict[str, Any]],
+    source: PrometheusSource,
+    column: str,
+    query: str,
+    window_ends: pd.DatetimeIndex,
+    url: str,
+) -> pd.DataFrame:
+    """Flatten a range query's series into one row per (window end, service, client)."""
+    where = f"query '{column}'"
+    place = f"prometheus {url}"
+    labels = [r.get("metric") or {} for r in results]
+    services = [m.get(source.service_label) for m in labels]
+    clients = [m.get(source.client_label, "") for m in labels]
+    for metric, service in zip(labels, services, strict=True):
+        if not service:
+            raise InputError(
+                f"a series has no '{source.service_label}' label: {_labels_text(metric)}; "
+                f"every series must name its service, e.g. sum by ({source.client_label}, "
+                f"{source.service_label}) (...); query: {query}",
+                file=place,
+                where=where,
+            )
+    values = [r.get("values") or [] for r in results]
+    lengths = np.fromiter((len(v) for v in values), dtype=np.int64, count=len(values))
+    flat = [point for series in values for point in series]
+    if not flat:
+        return pd.DataFrame(
+            {
+                "window_end": pd.Series([], dtype="datetime64[ns, UTC]"),
+                "service": pd.Series([], dtype="str"),
+                "client": pd.Series([], dtype="str"),
+                column: pd.Series([], dtype="float64"),
+            }
+        )
+    pairs = np.array(flat, dtype=object).reshape(len(flat), 2)
+    try:
+        seconds = pairs[:, 0].astype("float64")
+        numbers = pairs[:, 1].astype("str").astype("float64")
+    except ValueError as exc:
+        raise InputError(
+            f"a value is not a number ({exc}); query: {query}", file=place, where=where
+        ) from None
+    millis = np.rint(seconds * 1000).astype("int64")
+    frame = pd.DataFrame(
+        {
+            "window_end": pd.to_datetime(millis, unit="ms", utc=True).as_unit("ns"),
+            "service": np.repeat(np.array(services, dtype=object), lengths),
+            "client": np.repeat(np.array(clients, dtype=object), lengths),
+            column: numbers,
+        }
+    )
+    repeated = frame.duplicated(["window_end", "service", "client"]).to_numpy()
+    if repeated.any():
+        row = frame.iloc[int(np.flatnonzero(repeated)[0])]
+        # A long period is read in chunks, so the same series can come back once per chunk.
+        same = list(
+            dict.fromkeys(
+                _labels_text(m)
+                for m, s, c in zip(labels, services, clients, strict=True)
+                if s == row["service"] and c == row["client"]
+            )
+        )
+        raise InputError(
+            f"two series have the same {source.service_label} '{row['service']}' and "
+            f"{source.client_label} {_client_text(row['client'])}: {same[0]} and "
+            f"{same[-1]}; aggregate the other labels away, e.g. sum by ({source.client_label}, "
+            f"{source.service_label}) (...); query: {query}",
+            file=place,
+            where=where,
+        )
+    outside = ~frame["window_end"].isin(window_ends).to_numpy()
+    if outside.any():
+        at = frame["window_end"].iloc[int(np.flatnonzero(outside)[0])]
+        raise InputError(
+            f"Prometheus returned a sample at {_iso(at)}, which is not a window end",
+            file=place,
+            where=where,
+        )
+    array = frame[column].to_numpy()
+    bad = ~np.isfinite(array) | (array < 0)
+    if bad.any():
+        row = frame.iloc[int(np.flatnonzero(bad)[0])]
+        problem = "NaN" if np.isnan(row[column]) else f"{row[column]!r}"
+        raise InputError(
+            f"value {problem} for {source.service_label} '{row['service']}', "
+            f"{source.client_label} {_client_text(row['client'])} at {_iso(row['window_end'])}"
+            f": usage must be a finite number >= 0; query: {query}",
+            file=place,
+            where=where,
+        )
+    return frame
+
+
+def _http_error(
+    responses: list[requests.Response],
+    source: PrometheusSource,
+    column: str,
+    query: str,
+    url: str,
+) -> InputError:
+    """An InputError for a non-200 answer, quoting Prometheus' own error when it sent one."""
+    place = f"prometheus {url}"
+    where = f"query '{column}'"
+    response = responses[-1] if responses else None
+    if response is None:
+        return InputError("the request failed without an answer", file=place, where=where)
+    status = response.status_code
+    if status in (401, 403):
+        how = "basic_auth" if source.basic_auth else "headers" if source.headers else "nothing"
+        return InputError(
+            f"HTTP {status}: access refused; credentials sent: {how} "
+            "(check sources.prometheus.basic_auth / headers)",
+            file=place,
+        )
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and body.get("error"):
+        kind = f"{body['errorType']}, " if body.get("errorType") else ""
+        return InputError(
+            f"Prometheus rejected the query (HTTP {status}, {kind}{body['error']}); query: {query}",
+            file=place,
+            where=where,
+        )
+    text = " ".join(response.text.split())[:200]
+    return InputError(f"HTTP {status} {response.reason}: {text}", file=place, where=where)
+
+
+def _connection_error(
+    exc: requests.exceptions.RequestException, source: PrometheusSource, url: str
+) -> InputError:
+    """An InputError for a request that got no usable answer (connection, TLS, timeout)."""
+    place = f"prometheus {url}"
+    if isinstance(exc, requests.exceptions.Timeout):
+        return InputError(
+            f"no answer within {source.timeout_seconds:g} s (timeout_seconds)", file=place
+        )
+    if isinstance(exc, requests.exceptions.SSLError):
+        return InputError(f"TLS error: {_reason(exc)}", file=place)
+    if isinstance(exc, requests.exceptions.ConnectionError):
+        return InputError(f"cannot connect: {_reason(exc)}", file=place)
+    return InputError(f"request failed: {_reason(exc)}", file=place)
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost human part of a requests/urllib3 error ("Connection refused", ...)."""
+    text = str(exc)
+    errno = re.findall(r"\[Errno -?\d+\] ([^'\")\]]+)", text)
+    if errno:
+        return errno[-1].strip()
+    caused = re.findall(r"\(Caused by \w+\((.*)\)\)", text)
+    if caused:
+        text = caused[-1]
+    return " ".join(text.split())[:200] or type(exc).__name__
+
+
+# --------------------------------------------------------------------------- missing data
+
+
+def _report_missing(
+    wide: pd.DataFrame,
+    columns: list[str],
+    frames: list[pd.DataFrame],
+    window_ends: pd.DatetimeIndex,
+    step: pd.Timedelta,
+    url: str,
+) -> None:
+    """Warn, per column and service, about windows a known (service, client) pair lacks.
+
+    A pair is known when any query has a sample for it in the period. Pairs with the same
+    missing windows in the same service share one warning.
+    """
+    n = len(window_ends)
+    pair_codes, pairs = pd.MultiIndex.from_frame(wide[["service", "client"]]).factorize()
+    slot = ((wide["window_end"] - window_ends[0]) // step).to_numpy(dtype=np.int64)
+    first_start = window_ends[0] - step
+    for column, frame in zip(columns, frames, strict=True):
+        if frame.empty:
+            continue  # already reported as "no data"
+        has = wide[column].notna().to_numpy()
+        counts = np.bincount(pair_codes[has], minlength=len(pairs))
+        gappy = np.flatnonzero(counts < n)
+        if not len(gappy):
+            continue
+        row_of = np.full(len(pairs), -1, dtype=np.int64)
+        row_of[gappy] = np.arange(len(gappy))
+        seen = np.zeros((len(gappy), n), dtype=bool)
+        rows = row_of[pair_codes[has]]
+        keep = rows >= 0
+        seen[rows[keep], slot[has][keep]] = True
+        patterns, pattern_of = np.unique(~seen, axis=0, return_inverse=True)
+        table = pd.DataFrame(
+            {
+                "service": pairs[gappy].get_level_values(0),
+                "client": pairs[gappy].get_level_values(1),
+                "pattern": np.asarray(pattern_of).reshape(-1),
+            }
+        )
+        for (service, pattern), group in table.groupby(["service", "pattern"], sort=True):
+            missing = np.flatnonzero(patterns[int(pattern)])
+            clients = sorted(group["client"].tolist())
+            named = ", ".join(_client_text(c) for c in clients[:MAX_CLIENTS_NAMED])
+            if len(clients) > MAX_CLIENTS_NAMED:
+                named += f" and {len(clients) - MAX_CLIENTS_NAMED} more"
+            label = "client" if len(clients) == 1 else "clients"
+            warn(
+                f"prometheus {url} query '{column}': service '{service}', {label} {named}: "
+                f"no sample for {len(missing)} of {n} {_step_text(step)} windows "
+                f"({_ranges(missing, first_start, step)}); those windows are reported, not "
+                f"filled: no row where no query has data, else '{column}' is 0 in that row"
+            )
+
+
+def _ranges(slots: np.ndarray, first_start: pd.Timestamp, step: pd.Timedelta) -> str:
+    """Consecutive window slots as ``2024-03-04 06:00 to 09:00 UTC`` ranges."""
+    breaks = np.flatnonzero(np.diff(slots) != 1)
+    starts = np.concatenate(([slots[0]], slots[breaks + 1]))
+    ends = np.concatenate((slots[breaks], [slots[-1]]))
+    parts = []
+    for a, b in zip(starts, ends, strict=True):
+        begin = first_start + int(a) * step
+        finish = first_start + (int(b) + 1) * step
+        same_day = begin.normalize() == finish.normalize()
+        tail = finish.strftime("%H:%M" if same_day else "%Y-%m-%d %H:%M")
+        parts.append(f"{begin:%Y-%m-%d %H:%M} to {tail} UTC")
+    return ", ".join(parts)
+
+
+# --------------------------------------------------------------------------- text helpers
+
+
+def _display_url(url: str) -> str:
+    """The URL without user:password, for messages and ``origin``."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+
+
+def _iso(ts: pd.Timestamp) -> str:
+    return ts.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _step_text(step: pd.Timedelta) -> str:
+    seconds = int(step.total_seconds())
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def _client_text(client: str) -> str:
+    return f"'{client}'" if client else "'' (no client label)"
+
+
+def _labels_text(metric: dict[str, str]) -> str:
+    inner = ", ".join(f'{k}="{v}"' for k, v in sorted(metric.items()))
+    return "{" + inner + "}"
