@@ -125,17 +125,33 @@ def _key_label(key: Key | None) -> str:
     return "weights" if isinstance(key, WeightsKey) else key
 
 
-def _measure(usage: pd.DataFrame, key: Key, metrics: list[str]) -> pd.Series:
-    """Each usage row's measure under ``key`` (float64, >= 0)."""
+def _weight(usage: pd.DataFrame, key: Key, metrics: list[str]) -> pd.Series:
+    """Each usage row's weight under ``key``: the measure in int64 micro-units of the metric.
+
+    Quantising measures to 10^-6 makes every sum of weights an exact integer, so a pool's total
+    weight (and with it every share) is the same whatever the order rows are summed in, here,
+    in DuckDB or on Dask workers. ``even`` gives each active client (any metric > 0) 10^6.
+    """
     if isinstance(key, WeightsKey):
         active = usage[metrics].gt(0).any(axis=1) if metrics else False
         weights = usage["client"].map(key.weights).fillna(0.0).astype("float64")
-        return weights.where(active, 0.0)
+        return _quantize(weights.where(active, 0.0))
     if key == EVEN:
         if not metrics:
-            return pd.Series(0.0, index=usage.index)
-        return usage[metrics].gt(0).any(axis=1).astype("float64")
-    return usage[key].astype("float64")
+            return pd.Series(0, index=usage.index, dtype="int64")
+        return usage[metrics].gt(0).any(axis=1).astype("int64") * MEASURE_SCALE
+    return _quantize(usage[key])
+
+
+MEASURE_SCALE = 1_000_000
+"""Measures are held as integers of 10^-6 of their unit (requests, CPU-seconds, ...)."""
+
+
+def _quantize(values: pd.Series) -> pd.Series:
+    return pd.Series(
+        np.rint(values.to_numpy(dtype="float64") * MEASURE_SCALE).astype("int64"),
+        index=values.index,
+    )
 
 
 def _split_pools(
@@ -144,16 +160,19 @@ def _split_pools(
     """Split pools over recipients; return (client parts, unattributed parts).
 
     ``pools``: ``pool, window_start, window_end, rule_id, source, kind, key, amount``.
-    ``recipients``: ``pool, client, measure``, at most one row per (pool, client).
+    ``recipients``: ``pool, client, weight`` (int64), at most one row per (pool, client);
+    ``measure`` in the lines is the weight in the key's unit (weight / ``MEASURE_SCALE``).
     """
-    recipients = recipients[recipients["measure"] > 0]
+    recipients = recipients[recipients["weight"] > 0]
     merged = recipients.merge(pools, on="pool", how="inner", validate="many_to_one")
     merged = merged.sort_values(["pool", "client"], kind="mergesort").reset_index(drop=True)
-    merged["total_measure"] = merged.groupby("pool", sort=False)["measure"].transform("sum")
+    total_weight = merged.groupby("pool", sort=False)["weight"].transform("sum")
     merged["part"] = split_largest_remainder(
-        merged["pool"], merged["amount"], merged["measure"], merged["client"]
+        merged["pool"], merged["amount"], merged["weight"], merged["client"]
     )
-    merged["share"] = merged["measure"] / merged["total_measure"]
+    merged["measure"] = merged["weight"] / MEASURE_SCALE
+    merged["total_measure"] = total_weight / MEASURE_SCALE
+    merged["share"] = merged["weight"] / total_weight
     served = set(merged["pool"].unique())
     no_usage = pools[~pools["pool"].isin(served) & (pools["amount"] != 0)].assign(
         cause=CAUSE_NO_USAGE
@@ -257,15 +276,15 @@ def _shared_and_external(
         used = usage[usage["service"].isin(spec.services)]
         if used.empty:
             continue
-        measured = used[[*win, "client"]].assign(measure=_measure(used, spec.key_obj, metrics))
+        measured = used[[*win, "client"]].assign(weight=_weight(used, spec.key_obj, metrics))
         per_client = (
-            measured.groupby([*win, "client"], sort=True, observed=True)["measure"]
+            measured.groupby([*win, "client"], sort=True, observed=True)["weight"]
             .sum()
             .reset_index()
         )
         recipient_frames.append(
             per_client.merge(in_spec[[*win, "pool"]], on=win, how="inner")[
-                ["pool", "client", "measure"]
+                ["pool", "client", "weight"]
             ]
         )
     recipients = (
@@ -275,7 +294,7 @@ def _shared_and_external(
             {
                 "pool": pd.Series([], dtype="int64"),
                 "client": pd.Series([], dtype="str"),
-                "measure": pd.Series([], dtype="float64"),
+                "weight": pd.Series([], dtype="int64"),
             }
         )
     )
@@ -300,10 +319,12 @@ def _distribute_idle(lines: pd.DataFrame, idle: pd.DataFrame, ruleset: RuleSet) 
     attributed = attributed.reset_index()
     attributed = attributed[attributed["amount"] > 0]
     recipients = attributed.merge(pools[[*win, "pool", "key"]], on=win, how="inner")
-    recipients["measure"] = np.where(
-        recipients["key"] == "even", 1.0, recipients["amount"].astype("float64")
-    )
-    idle_lines, _ = _split_pools(pools, recipients[["pool", "client", "measure"]])
+    # Proportional: the weight is the client's attributed amount in micro-units, so the
+    # line's measure reads as that amount in currency units. Even: one unit per client.
+    recipients["weight"] = np.where(
+        recipients["key"] == "even", MEASURE_SCALE, recipients["amount"]
+    ).astype("int64")
+    idle_lines, _ = _split_pools(pools, recipients[["pool", "client", "weight"]])
     return idle_lines
 
 

@@ -72,16 +72,18 @@ def split_largest_remainder(
         {
             "g": np.asarray(groups),
             "p": np.asarray(parents, dtype="int64"),
-            "w": np.asarray(weights, dtype="float64"),
+            "w": np.asarray(weights),
             "label": np.asarray(labels, dtype=object).astype(str),
             "pos": np.arange(n),
         }
     )
+    # Integer weights sum exactly, so the total (and every share) does not depend on the order
+    # rows are summed in; float weights are accepted for callers that need them.
     total = frame.groupby("g", sort=False)["w"].transform("sum").to_numpy()
     positive = total > 0
     quota = np.zeros(n, dtype="float64")
-    quota[positive] = frame["p"].to_numpy()[positive] * (
-        frame["w"].to_numpy()[positive] / total[positive]
+    quota[positive] = frame["p"].to_numpy(dtype="float64")[positive] * (
+        frame["w"].to_numpy(dtype="float64")[positive] / total[positive].astype("float64")
     )
     base = np.floor(quota)
     frac = quota - base

@@ -83,8 +83,7 @@ def read_nodes(path: str | Path) -> pd.DataFrame:
     if len(windowed) == 1:
         other = next(c for c in WINDOW if c not in windowed)
         raise InputError(
-            f"'{windowed[0]}' needs '{other}' too (node windows are optional, but both or "
-            "neither)",
+            f"'{windowed[0]}' needs '{other}' too (node windows are optional, but both or neither)",
             file=file,
             where="header",
             column=other,
@@ -140,9 +139,7 @@ def read_pods(path: str | Path) -> pd.DataFrame:
 
     out: dict[str, pd.Series] = dict(_windows(cells, raw))
     out["node"] = text(cells["node"]).str.strip()
-    out["namespace"] = _required_text(
-        cells, raw, "namespace", "every pod row needs its namespace"
-    )
+    out["namespace"] = _required_text(cells, raw, "namespace", "every pod row needs its namespace")
     out["controller_kind"] = text(cells["controller_kind"])
     out["controller"] = text(cells["controller"])
     out["pod"] = _required_text(cells, raw, "pod", "every pod row needs the pod name")

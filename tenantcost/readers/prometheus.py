@@ -204,7 +204,7 @@ def _query_column(
                 start_time=chunk[0].to_pydatetime(),
                 end_time=chunk[-1].to_pydatetime(),
                 step=step_seconds,
-                params={"timeout": f"{source.timeout_seconds:g}s"},
+                params={"timeout": f"{source.timeout_seconds:g}"},
             )
         except PrometheusApiClientException:
             raise _http_error(responses, source, column, query, url) from None
