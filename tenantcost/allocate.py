@@ -1,17 +1,20 @@
 """The allocation core: canonical cost and usage tables + a rule set -> result tables.
 
-Pure functions, no I/O. The steps, each vectorised over all windows and clients at once:
+No I/O besides the in-process DuckDB engine it computes with. The steps:
 
 1. keep the windows of the period and convert costs to integer micro-units;
-2. find the rule version in force at each window's start and classify every cost row;
-3. build *pools*: the shared cost of each (window, shared entry) and each external cost of
-   each window; build *recipients*: each client's measure of the pool's key in that window;
-4. split every pool over its recipients by largest remainder (``tenantcost.money``); a pool
-   with no positive measure, and the part of usage without a client id, is *unattributed*;
-5. direct rows go to their client; idle, overhead and reserve form the residual; excluded rows
-   are listed with their reason; unmatched rows are *unclassified* (or an error);
-6. if the rule shares idle, split each window's idle over the clients (proportional to their
-   attributed cost, or evenly) as lines of their own.
+2. find the rule version in force at each window's start and classify every cost row
+   (``tenantcost.classify``);
+3. build *pools* (pandas, small): the shared cost of each (window, shared entry) and each
+   external cost of each window (``tenantcost.external``); direct rows go to their client;
+   idle, overhead and reserve form the residual; excluded rows keep their reason; unmatched
+   rows are *unclassified* (or an error);
+4. per time chunk, split every pool over the clients' usage of its key and, if the rule shares
+   idle, each window's idle over the clients (``tenantcost.split``, DuckDB): a pool with no
+   positive measure, and the part of usage without a client id, is *unattributed*;
+5. fold the chunks into the result: window-level lines for small runs and tests
+   (:func:`allocate`), or lines summed per client and source over the period while streaming
+   window-level lines to a file (:func:`allocate_stream`), so memory stays bounded.
 
 Every amount is an ``int64`` of micro-units and every split conserves its parent, so the
 reconciliation gap (``tenantcost.reconcile``) is zero by construction.
@@ -19,64 +22,104 @@ reconciliation gap (``tenantcost.reconcile``) is zero by construction.
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import duckdb
 import numpy as np
 import pandas as pd
 
 from tenantcost.classify import UNMATCHED, classify, raise_unmatched, workload_label
 from tenantcost.errors import InputError, warn
 from tenantcost.external import external_pools
-from tenantcost.money import split_largest_remainder, to_micros
-from tenantcost.rules import EVEN, Key, RuleSet, RuleVersion, WeightsKey, check_against_usage
-from tenantcost.tables import empty_usage, metric_columns
+from tenantcost.money import MINOR_UNIT_EXPONENT, to_micros
+from tenantcost.rules import (
+    EVEN,
+    Key,
+    RuleSet,
+    RuleVersion,
+    WeightsKey,
+    check_against_usage,
+    describe_key,
+)
+from tenantcost.split import (
+    CAUSE_NO_CLIENT,
+    CAUSE_NO_USAGE,
+    LINE_COLUMNS,
+    MEASURE_SCALE,
+    UNATTRIBUTED_COLUMNS,
+    SplitTables,
+    connect,
+    fetch_lines,
+    fetch_period_lines,
+    fetch_unattributed,
+    run_split,
+)
+from tenantcost.tables import empty_usage
+from tenantcost.usage_source import FrameUsage, UsageSource
 from tenantcost.windows import (
     Period,
     check_cost_windows,
     check_usage_windows,
+    chunk_bounds,
     data_period,
     select_period,
+    warn_usage_without_cost,
 )
+
+__all__ = [
+    "CAUSE_NO_CLIENT",
+    "CAUSE_NO_CLIENT_PROPERTY",
+    "CAUSE_NO_USAGE",
+    "LINE_COLUMNS",
+    "MEASURE_SCALE",
+    "AllocationResult",
+    "allocate",
+    "allocate_stream",
+]
 
 NO_CLIENT = ""
 """The client value of usage that carried no client id."""
 
-LINE_COLUMNS = [
-    "window_start",
-    "window_end",
-    "rule_id",
-    "client",
-    "source",
-    "kind",
-    "key",
-    "measure",
-    "total_measure",
-    "share",
-    "amount",
-]
-UNATTRIBUTED_COLUMNS = [
-    "window_start",
-    "window_end",
-    "rule_id",
-    "source",
-    "kind",
-    "cause",
-    "amount",
-]
-ITEM_COLUMNS = ["window_start", "window_end", "rule_id", "class", "name", "reason", "amount"]
-
-CAUSE_NO_USAGE = "no usage in window"
-CAUSE_NO_CLIENT = "usage without client id"
 CAUSE_NO_CLIENT_PROPERTY = "direct workload without client property"
+ITEM_COLUMNS = ["window_start", "window_end", "rule_id", "class", "name", "reason", "amount"]
+DEFAULT_CHUNK = pd.Timedelta(days=1)
+
+_LINE_DTYPES = {
+    "window_start": "datetime64[ns, UTC]",
+    "window_end": "datetime64[ns, UTC]",
+    "rule_id": "str",
+    "client": "str",
+    "source": "str",
+    "kind": "str",
+    "key": "str",
+    "measure": "float64",
+    "total_measure": "float64",
+    "share": "float64",
+    "amount": "int64",
+}
+_UNATTRIBUTED_DTYPES = {
+    "window_start": "datetime64[ns, UTC]",
+    "window_end": "datetime64[ns, UTC]",
+    "rule_id": "str",
+    "source": "str",
+    "kind": "str",
+    "cause": "str",
+    "amount": "int64",
+}
 
 
 @dataclass
 class AllocationResult:
     """Everything one allocation produced; all ``amount`` columns are int64 micro-units.
 
-    * ``lines``: one row per client, source and window (kinds ``shared``, ``external``,
-      ``direct``, ``idle`` for distributed idle);
-    * ``unattributed``: cost that no client carries, with its cause;
+    * ``lines``: client lines (kinds ``shared``, ``external``, ``direct``, ``idle`` for
+      distributed idle). With ``detail == "window"`` one row per client, source and window;
+      with ``detail == "period"`` one row per client and source over the period, with a
+      ``windows`` count (``measure``/``total_measure`` are then sums over the windows);
+    * ``unattributed``: cost that no client carries, per window, with its cause;
     * ``residual``: idle, overhead and reserve per window and workload, *before* any idle
       distribution (the distributed part is in ``lines`` with kind ``idle``);
     * ``exclusions``: excluded workloads per window with their reason;
@@ -97,6 +140,9 @@ class AllocationResult:
     unclassified: pd.DataFrame
     windows: int
     hours: float
+    detail: str = "window"
+    usage_rows: int = 0
+    chunks: int = 1
     warnings: list[str] = field(default_factory=list)
 
     def client_totals(self) -> pd.DataFrame:
@@ -119,213 +165,44 @@ class AllocationResult:
         )
 
 
+@dataclass
+class Plan:
+    """Everything derived from costs and rules before any usage is read (small, pandas)."""
+
+    ruleset: RuleSet
+    period: Period
+    key_label: str | None
+    rules_used: list[RuleVersion]
+    cost_windows: pd.DataFrame
+    tables: SplitTables
+    direct_lines: pd.DataFrame
+    unattributed_direct: pd.DataFrame
+    residual: pd.DataFrame
+    exclusions: pd.DataFrame
+    unclassified: pd.DataFrame
+    cost_total: int
+    external_total: int
+
+    def tables_for(self, start: pd.Timestamp, end: pd.Timestamp) -> SplitTables:
+        """The split tables of the windows that start in ``[start, end)``."""
+
+        def within(frame: pd.DataFrame) -> pd.DataFrame:
+            ws = frame["window_start"]
+            return frame[(ws >= start) & (ws < end)]
+
+        t = self.tables
+        return SplitTables(
+            pools=within(t.pools),
+            specs=t.specs,
+            spec_services=t.spec_services,
+            spec_weights=t.spec_weights,
+            direct=within(t.direct),
+            idle_pools=within(t.idle_pools),
+        )
+
+
 def _key_label(key: Key | None) -> str:
-    if key is None:
-        return ""
-    return "weights" if isinstance(key, WeightsKey) else key
-
-
-def _weight(usage: pd.DataFrame, key: Key, metrics: list[str]) -> pd.Series:
-    """Each usage row's weight under ``key``: the measure in int64 micro-units of the metric.
-
-    Quantising measures to 10^-6 makes every sum of weights an exact integer, so a pool's total
-    weight (and with it every share) is the same whatever the order rows are summed in, here,
-    in DuckDB or on Dask workers. ``even`` gives each active client (any metric > 0) 10^6.
-    """
-    if isinstance(key, WeightsKey):
-        active = usage[metrics].gt(0).any(axis=1) if metrics else False
-        weights = usage["client"].map(key.weights).fillna(0.0).astype("float64")
-        return _quantize(weights.where(active, 0.0))
-    if key == EVEN:
-        if not metrics:
-            return pd.Series(0, index=usage.index, dtype="int64")
-        return usage[metrics].gt(0).any(axis=1).astype("int64") * MEASURE_SCALE
-    return _quantize(usage[key])
-
-
-MEASURE_SCALE = 1_000_000
-"""Measures are held as integers of 10^-6 of their unit (requests, CPU-seconds, ...)."""
-
-
-def _quantize(values: pd.Series) -> pd.Series:
-    return pd.Series(
-        np.rint(values.to_numpy(dtype="float64") * MEASURE_SCALE).astype("int64"),
-        index=values.index,
-    )
-
-
-def _split_pools(
-    pools: pd.DataFrame, recipients: pd.DataFrame
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Split pools over recipients; return (client parts, unattributed parts).
-
-    ``pools``: ``pool, window_start, window_end, rule_id, source, kind, key, amount``.
-    ``recipients``: ``pool, client, weight`` (int64), at most one row per (pool, client);
-    ``measure`` in the lines is the weight in the key's unit (weight / ``MEASURE_SCALE``).
-    """
-    recipients = recipients[recipients["weight"] > 0]
-    merged = recipients.merge(pools, on="pool", how="inner", validate="many_to_one")
-    merged = merged.sort_values(["pool", "client"], kind="mergesort").reset_index(drop=True)
-    total_weight = merged.groupby("pool", sort=False)["weight"].transform("sum")
-    merged["part"] = split_largest_remainder(
-        merged["pool"], merged["amount"], merged["weight"], merged["client"]
-    )
-    merged["measure"] = merged["weight"] / MEASURE_SCALE
-    merged["total_measure"] = total_weight / MEASURE_SCALE
-    merged["share"] = merged["weight"] / total_weight
-    served = set(merged["pool"].unique())
-    no_usage = pools[~pools["pool"].isin(served) & (pools["amount"] != 0)].assign(
-        cause=CAUSE_NO_USAGE
-    )
-    no_client = merged[merged["client"] == NO_CLIENT]
-    unattributed = pd.concat(
-        [
-            no_usage[UNATTRIBUTED_COLUMNS],
-            no_client.assign(cause=CAUSE_NO_CLIENT, amount=no_client["part"])[UNATTRIBUTED_COLUMNS],
-        ],
-        ignore_index=True,
-    )
-    lines = merged[merged["client"] != NO_CLIENT].assign(amount=lambda f: f["part"])
-    return lines[LINE_COLUMNS], unattributed
-
-
-def _empty_lines() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series([], dtype=_LINE_DTYPES[c]) for c in LINE_COLUMNS})
-
-
-_LINE_DTYPES = {
-    "window_start": "datetime64[ns, UTC]",
-    "window_end": "datetime64[ns, UTC]",
-    "rule_id": "str",
-    "client": "str",
-    "source": "str",
-    "kind": "str",
-    "key": "str",
-    "measure": "float64",
-    "total_measure": "float64",
-    "share": "float64",
-    "amount": "int64",
-}
-
-
-def _shared_and_external(
-    shared: pd.DataFrame,
-    ext: pd.DataFrame,
-    usage: pd.DataFrame,
-    ruleset: RuleSet,
-    metrics: list[str],
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Build every keyed pool (shared entries and external costs) and split it."""
-    win = ["window_start", "window_end"]
-    pool_frames = []
-    if not shared.empty:
-        sp = shared.groupby([*win, "version", "entry"], sort=True, observed=True)["amount"].sum()
-        sp = sp.reset_index()
-        sp["kind"] = "shared"
-        sp["external"] = -1
-        pool_frames.append(sp)
-    if not ext.empty:
-        ep = ext.assign(kind="external", entry=-1)
-        pool_frames.append(ep[[*win, "version", "entry", "amount", "kind", "external"]])
-    if not pool_frames:
-        return _empty_lines(), pd.DataFrame(columns=UNATTRIBUTED_COLUMNS)
-    pools = pd.concat(pool_frames, ignore_index=True)
-    pools = pools.sort_values([*win, "version", "kind", "entry", "external"], kind="mergesort")
-    pools = pools.reset_index(drop=True)
-    pools["pool"] = np.arange(len(pools), dtype="int64")
-
-    # Describe each (version, entry/external) once: its label, key and services.
-    spec_rows: list[tuple[object, ...]] = []
-    for v, version in enumerate(ruleset.rules):
-        for j, w in enumerate(version.workloads):
-            if w.class_ == "shared":
-                assert w.key is not None and w.service is not None
-                spec_rows.append(
-                    (v, "shared", j, -1, version.id, version.source_name(j), w.key, (w.service,))
-                )
-        for x, e in enumerate(version.external):
-            services = tuple(e.services or version.shared_services)
-            spec_rows.append((v, "external", -1, x, version.id, e.name, e.key, services))
-    specs = pd.DataFrame(
-        spec_rows,
-        columns=[
-            "version",
-            "kind",
-            "entry",
-            "external",
-            "rule_id",
-            "source",
-            "key_obj",
-            "services",
-        ],
-    )
-    specs["key"] = specs["key_obj"].map(_key_label)
-    pools = pools.merge(specs, on=["version", "kind", "entry", "external"], how="left")
-
-    # Recipients: for every distinct (key, services) spec, the measure per window and client.
-    recipient_frames = []
-    specs["spec"] = np.arange(len(specs))
-    pools = pools.merge(
-        specs[["version", "kind", "entry", "external", "spec"]],
-        on=["version", "kind", "entry", "external"],
-    )
-    for spec in specs.itertuples(index=False):  # one pass per rule entry, not per row
-        in_spec = pools[pools["spec"] == spec.spec]
-        if in_spec.empty:
-            continue
-        used = usage[usage["service"].isin(spec.services)]
-        if used.empty:
-            continue
-        measured = used[[*win, "client"]].assign(weight=_weight(used, spec.key_obj, metrics))
-        per_client = (
-            measured.groupby([*win, "client"], sort=True, observed=True)["weight"]
-            .sum()
-            .reset_index()
-        )
-        recipient_frames.append(
-            per_client.merge(in_spec[[*win, "pool"]], on=win, how="inner")[
-                ["pool", "client", "weight"]
-            ]
-        )
-    recipients = (
-        pd.concat(recipient_frames, ignore_index=True)
-        if recipient_frames
-        else pd.DataFrame(
-            {
-                "pool": pd.Series([], dtype="int64"),
-                "client": pd.Series([], dtype="str"),
-                "weight": pd.Series([], dtype="int64"),
-            }
-        )
-    )
-    return _split_pools(pools, recipients)
-
-
-def _distribute_idle(lines: pd.DataFrame, idle: pd.DataFrame, ruleset: RuleSet) -> pd.DataFrame:
-    """Lines of distributed idle, for windows whose rule shares idle (proportional or even)."""
-    win = ["window_start", "window_end"]
-    methods = {v: r.idle for v, r in enumerate(ruleset.rules)}
-    idle = idle[idle["version"].map(methods) != "keep"]
-    if idle.empty or lines.empty:
-        return _empty_lines()
-    pools = idle.groupby([*win, "version"], sort=True, observed=True)["amount"].sum()
-    pools = pools.reset_index()
-    pools["pool"] = np.arange(len(pools), dtype="int64")
-    pools["rule_id"] = pools["version"].map({v: r.id for v, r in enumerate(ruleset.rules)})
-    pools["key"] = pools["version"].map(methods)
-    pools["source"] = "idle"
-    pools["kind"] = "idle"
-    attributed = lines.groupby([*win, "client"], sort=True, observed=True)["amount"].sum()
-    attributed = attributed.reset_index()
-    attributed = attributed[attributed["amount"] > 0]
-    recipients = attributed.merge(pools[[*win, "pool", "key"]], on=win, how="inner")
-    # Proportional: the weight is the client's attributed amount in micro-units, so the
-    # line's measure reads as that amount in currency units. Even: one unit per client.
-    recipients["weight"] = np.where(
-        recipients["key"] == "even", MEASURE_SCALE, recipients["amount"]
-    ).astype("int64")
-    idle_lines, _ = _split_pools(pools, recipients[["pool", "client", "weight"]])
-    return idle_lines
+    return "" if key is None else describe_key(key)
 
 
 def _items(frame: pd.DataFrame, cls: pd.Series, name: pd.Series, reason: pd.Series) -> pd.DataFrame:
@@ -345,48 +222,87 @@ def _items(frame: pd.DataFrame, cls: pd.Series, name: pd.Series, reason: pd.Seri
     return items.groupby(keys, sort=True, observed=True)["amount"].sum().reset_index()[ITEM_COLUMNS]
 
 
-def allocate(
+def _spec_tables(ruleset: RuleSet) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Describe every keyed pool type once: (version, kind, entry, external) -> spec.
+
+    Returns (lookup, specs, spec_services, spec_weights).
+    """
+    lookup_rows: list[tuple[object, ...]] = []
+    specs: list[tuple[object, ...]] = []
+    services: list[tuple[int, str]] = []
+    weights: list[tuple[int, str, int]] = []
+
+    def add(
+        v: int, kind: str, entry: int, ext: int, rule_id: str, source: str, key: Key, svc: list[str]
+    ) -> None:
+        spec = len(specs)
+        lookup_rows.append((v, kind, entry, ext, spec, rule_id, source, describe_key(key)))
+        if isinstance(key, WeightsKey):
+            specs.append((spec, "weights", "", "max"))
+            weights.extend(
+                (spec, client, int(np.rint(w * MEASURE_SCALE))) for client, w in key.weights.items()
+            )
+        elif key == EVEN:
+            specs.append((spec, "even", "", "max"))
+        else:
+            specs.append((spec, "column", key, "sum"))
+        services.extend((spec, s) for s in svc)
+
+    for v, version in enumerate(ruleset.rules):
+        for j, w in enumerate(version.workloads):
+            if w.class_ == "shared" and w.key is not None and w.service:
+                add(v, "shared", j, -1, version.id, version.source_name(j), w.key, [w.service])
+        for x, e in enumerate(version.external):
+            add(
+                v,
+                "external",
+                -1,
+                x,
+                version.id,
+                e.name,
+                e.key,
+                list(e.services or version.shared_services),
+            )
+    lookup = pd.DataFrame(
+        lookup_rows,
+        columns=["version", "kind", "entry", "external", "spec", "rule_id", "source", "key"],
+    )
+    spec_frame = pd.DataFrame(specs, columns=["spec", "key_kind", "key_column", "agg"])
+    service_frame = pd.DataFrame(services, columns=["spec", "service"])
+    weight_frame = pd.DataFrame(weights, columns=["spec", "client", "weight"])
+    lookup = lookup.astype(
+        {
+            "version": "int64",
+            "kind": "str",
+            "entry": "int64",
+            "external": "int64",
+            "spec": "int64",
+            "rule_id": "str",
+            "source": "str",
+            "key": "str",
+        }
+    )
+    spec_frame = spec_frame.astype(
+        {"spec": "int64", "key_kind": "str", "key_column": "str", "agg": "str"}
+    )
+    service_frame = service_frame.astype({"spec": "int64", "service": "str"})
+    weight_frame = weight_frame.astype({"spec": "int64", "client": "str", "weight": "int64"})
+    return lookup, spec_frame, service_frame, weight_frame
+
+
+def plan_allocation(
     costs: pd.DataFrame,
-    usage: pd.DataFrame | None,
     ruleset: RuleSet,
     *,
-    key: Key | None = None,
-    period: Period | None = None,
-    rules_origin: str = "<rules>",
-    usage_origin: str = "usage",
-) -> AllocationResult:
-    """Allocate the cost table over clients with the usage table and the rule set.
-
-    ``key`` overrides the key of every shared workload and external cost ("what if we split
-    everything by X"). ``period`` selects whole windows (a window straddling a boundary is an
-    error); by default the span of the cost data is used.
-    """
+    key: Key | None,
+    period: Period | None,
+) -> Plan:
+    """Classify the period's costs and build every pool; no usage is needed yet."""
     if key is not None:
         ruleset = ruleset.with_key(key)
-    if usage is None:
-        # No usage at all: the keys cannot be checked, and every keyed pool is unattributed.
-        services = sorted({s for r in ruleset.rules for s in r.shared_services})
-        if services or any(r.external for r in ruleset.rules):
-            warn(
-                "no usage data given: the cost of shared workloads "
-                f"({', '.join(services) or 'none'}) and external costs is reported as "
-                "unattributed"
-            )
-        usage = empty_usage()
-    else:
-        check_against_usage(
-            ruleset,
-            metric_columns(usage),
-            sorted(usage["service"].unique().tolist()),
-            origin=rules_origin,
-            usage_origin=usage_origin,
-        )
-    metrics = metric_columns(usage)
     costs = select_period(costs, period, "cost")
-    usage = select_period(usage, period, "usage")
     period = period or data_period(costs)
     cost_windows = check_cost_windows(costs)
-    check_usage_windows(usage, cost_windows)
 
     costs = costs.copy()
     costs["amount"] = to_micros(costs["total_cost"])
@@ -441,13 +357,29 @@ def allocate(
     costs = costs.merge(entries, on=["version", "entry"], how="left", validate="many_to_one")
     costs["workload"] = workload_label(costs)
 
-    win_versions = costs.drop_duplicates(["window_start", "window_end"])[
-        ["window_start", "window_end", "version"]
-    ]
+    win = ["window_start", "window_end"]
+    win_versions = costs.drop_duplicates(win)[[*win, "version"]]
     ext = external_pools(win_versions, ruleset)
+    lookup, specs, spec_services, spec_weights = _spec_tables(ruleset)
 
     shared = costs[costs["class"] == "shared"]
-    keyed_lines, unattributed = _shared_and_external(shared, ext, usage, ruleset, metrics)
+    shared_pools = (
+        shared.groupby([*win, "version", "entry"], sort=True, observed=True)["amount"]
+        .sum()
+        .reset_index()
+        .assign(kind="shared", external=-1)
+    )
+    ext_pools = ext.assign(kind="external", entry=-1)[
+        [*win, "version", "entry", "amount", "kind", "external"]
+    ]
+    pools = pd.concat(
+        [shared_pools[[*win, "version", "entry", "amount", "kind", "external"]], ext_pools],
+        ignore_index=True,
+    ).astype({"version": "int64", "entry": "int64", "external": "int64", "amount": "int64"})
+    pools = pools.merge(lookup, on=["version", "kind", "entry", "external"], how="left")
+    pools = pools.sort_values([*win, "spec"], kind="mergesort").reset_index(drop=True)
+    pools["pool"] = np.arange(len(pools), dtype="int64")
+    pools = pools[["pool", *win, "spec", "amount", "rule_id", "source", "kind", "key"]]
 
     direct = costs[costs["class"] == "direct"].copy()
     if not direct.empty:
@@ -457,28 +389,36 @@ def allocate(
             values = direct[prop] if prop in direct else pd.Series("", index=direct.index)
             direct.loc[rows, "client"] = values[rows].fillna("").astype(str)
     direct_lines = _direct_lines(direct)
-    no_client_direct = direct[direct["client"] == NO_CLIENT] if not direct.empty else direct
-    if not no_client_direct.empty:
-        unattributed = pd.concat(
-            [
-                unattributed,
-                no_client_direct.assign(
-                    source=no_client_direct["workload"],
-                    kind="direct",
-                    cause=CAUSE_NO_CLIENT_PROPERTY,
-                )[UNATTRIBUTED_COLUMNS],
-            ],
-            ignore_index=True,
+    no_client = direct[direct["client"] == NO_CLIENT] if not direct.empty else direct
+    unattributed_direct = (
+        pd.DataFrame(
+            {
+                "window_start": no_client["window_start"],
+                "window_end": no_client["window_end"],
+                "rule_id": no_client["rule_id"],
+                "source": no_client["workload"],
+                "kind": "direct",
+                "cause": CAUSE_NO_CLIENT_PROPERTY,
+                "amount": no_client["amount"],
+            }
         )
+        if not no_client.empty
+        else _empty(UNATTRIBUTED_COLUMNS, _UNATTRIBUTED_DTYPES)
+    )
 
-    lines = pd.concat([keyed_lines, direct_lines], ignore_index=True)
-    idle_rows = costs[costs["class"] == "idle"]
-    idle_lines = _distribute_idle(lines, idle_rows, ruleset)
-    lines = pd.concat([lines, idle_lines], ignore_index=True)
-    lines = lines.astype(_LINE_DTYPES)
-    lines = lines.sort_values(
-        ["window_start", "client", "kind", "source"], kind="mergesort"
-    ).reset_index(drop=True)
+    methods = {v: r.idle for v, r in enumerate(ruleset.rules)}
+    idle_rows = costs[(costs["class"] == "idle") & (costs["version"].map(methods) != "keep")]
+    idle_pools = (
+        idle_rows.groupby([*win, "version"], sort=True, observed=True)["amount"].sum().reset_index()
+    )
+    idle_pools["pool"] = np.arange(len(idle_pools), dtype="int64")
+    idle_pools["rule_id"] = idle_pools["version"].map(
+        {v: r.id for v, r in enumerate(ruleset.rules)}
+    )
+    idle_pools["method"] = idle_pools["version"].map(methods)
+    idle_pools = idle_pools[["pool", *win, "amount", "rule_id", "method"]].astype(
+        {"rule_id": "str", "method": "str", "amount": "int64"}
+    )
 
     label = costs["entry_name"].where(costs["entry_name"] != "", costs["workload"])
     residual_rows = costs["class"].isin(["idle", "overhead", "reserve"])
@@ -499,43 +439,41 @@ def allocate(
         costs.loc[uncl, "workload"],
         pd.Series("matches no workload entry", index=costs.index)[uncl],
     )
-
-    unattributed = (
-        unattributed.astype(
-            {"rule_id": "str", "source": "str", "kind": "str", "cause": "str", "amount": "int64"}
-        )
-        .sort_values(["window_start", "source", "cause"], kind="mergesort")
-        .reset_index(drop=True)
+    direct_attr = direct_lines[[*win, "client", "amount"]]
+    tables = SplitTables(
+        pools=pools,
+        specs=specs,
+        spec_services=spec_services,
+        spec_weights=spec_weights,
+        direct=direct_attr,
+        idle_pools=idle_pools,
     )
-
-    used_versions = sorted(costs["version"].unique().tolist())
-    cost_total = int(costs["amount"].sum())
-    external_total = int(ext["amount"].sum())
-    return AllocationResult(
-        currency=ruleset.currency,
+    used = sorted(costs["version"].unique().tolist())
+    return Plan(
+        ruleset=ruleset,
         period=period,
-        rules=[ruleset.rules[v] for v in used_versions],
-        key_override=_key_label(key) or None,
-        reference_total=cost_total + external_total,
-        cost_total=cost_total,
-        external_total=external_total,
-        lines=lines,
-        unattributed=unattributed,
+        key_label=_key_label(key) or None,
+        rules_used=[ruleset.rules[v] for v in used],
+        cost_windows=cost_windows,
+        tables=tables,
+        direct_lines=direct_lines,
+        unattributed_direct=unattributed_direct,
         residual=residual,
         exclusions=exclusions,
         unclassified=unclassified,
-        windows=len(cost_windows),
-        hours=float(
-            ((cost_windows["window_end"] - cost_windows["window_start"]).sum())
-            / pd.Timedelta(hours=1)
-        ),
+        cost_total=int(costs["amount"].sum()),
+        external_total=int(ext["amount"].sum()),
     )
+
+
+def _empty(columns: list[str], dtypes: dict[str, str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series([], dtype=dtypes[c]) for c in columns})
 
 
 def _direct_lines(direct: pd.DataFrame) -> pd.DataFrame:
     """Direct rows, summed per window, client and workload: one line each, share 1."""
     if direct.empty:
-        return _empty_lines()
+        return _empty(LINE_COLUMNS, _LINE_DTYPES)
     attributed = direct[direct["client"] != NO_CLIENT]
     grouped = (
         attributed.groupby(
@@ -560,4 +498,241 @@ def _direct_lines(direct: pd.DataFrame) -> pd.DataFrame:
             "share": 1.0,
             "amount": grouped["amount"],
         }
-    )[LINE_COLUMNS]
+    )[LINE_COLUMNS].astype(_LINE_DTYPES)
+
+
+def _check_usage(
+    plan: Plan,
+    source: UsageSource,
+    con: duckdb.DuckDBPyConnection,
+    usage_given: bool,
+    rules_origin: str,
+) -> None:
+    if not usage_given:
+        services = sorted({s for r in plan.ruleset.rules for s in r.shared_services})
+        if services or any(r.external for r in plan.ruleset.rules):
+            warn(
+                "no usage data given: the cost of shared workloads "
+                f"({', '.join(services) or 'none'}) and external costs is reported as "
+                "unattributed"
+            )
+        return
+    check_against_usage(
+        plan.ruleset,
+        source.metrics,
+        source.services(con),
+        origin=rules_origin,
+        usage_origin=source.origin,
+    )
+
+
+def _fold_period_lines(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """Sum per-chunk period lines into one row per rule, client, source, kind and key."""
+    frames = [p for p in parts if not p.empty]
+    if not frames:
+        return _empty(LINE_COLUMNS, _LINE_DTYPES).assign(windows=pd.Series([], dtype="int64"))
+    lines = pd.concat(frames, ignore_index=True)
+    lines["key"] = lines["key"].fillna("")
+    grouped = (
+        lines.groupby(["rule_id", "client", "source", "kind", "key"], sort=True, observed=True)
+        .agg(
+            window_start=("window_start", "min"),
+            window_end=("window_end", "max"),
+            measure=("measure", lambda s: s.sum(min_count=1)),
+            total_measure=("total_measure", lambda s: s.sum(min_count=1)),
+            amount=("amount", "sum"),
+            windows=("windows", "sum"),
+        )
+        .reset_index()
+    )
+    grouped["share"] = np.where(
+        grouped["kind"] == "direct", 1.0, grouped["measure"] / grouped["total_measure"]
+    )
+    out = grouped[[*LINE_COLUMNS, "windows"]].astype({**_LINE_DTYPES, "windows": "int64"})
+    return out.sort_values(["client", "kind", "source"], kind="mergesort").reset_index(drop=True)
+
+
+class _LinesWriter:
+    """Streams window-level lines to a CSV file chunk by chunk (exact decimal + micro-units).
+
+    DuckDB writes each chunk to a part file, which is appended to the output without its
+    header, so the whole month is never held in memory.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.part = path.with_name(path.name + ".part")
+        self.handle = path.open("wb")
+        self.first = True
+
+    def write(self, con: duckdb.DuckDBPyConnection, direct: pd.DataFrame) -> None:
+        con.register("t_direct_lines", direct)
+        scale = 10**MINOR_UNIT_EXPONENT
+        target = str(self.part).replace("'", "''")
+        con.execute(
+            f"""
+            COPY (
+                SELECT strftime(window_start, '%Y-%m-%dT%H:%M:%SZ') AS window_start,
+                       strftime(window_end, '%Y-%m-%dT%H:%M:%SZ') AS window_end,
+                       rule_id, client, source, kind, key, measure, total_measure, share,
+                       printf('%d.%06d', amount // {scale}, amount % {scale}) AS amount,
+                       amount AS amount_micros
+                FROM (SELECT * FROM lines UNION ALL
+                      SELECT window_start, window_end, rule_id, client, source, kind, key,
+                             measure, total_measure, share, amount FROM t_direct_lines)
+                ORDER BY window_start, client, kind, source
+            ) TO '{target}' (HEADER true)
+            """
+        )
+        con.unregister("t_direct_lines")
+        with self.part.open("rb") as part:
+            header = part.readline()
+            if self.first:
+                self.handle.write(header)
+            shutil.copyfileobj(part, self.handle)
+        self.first = False
+
+    def close(self) -> None:
+        self.handle.close()
+        self.part.unlink(missing_ok=True)
+
+
+def allocate_stream(
+    costs: pd.DataFrame,
+    usage: UsageSource | None,
+    ruleset: RuleSet,
+    *,
+    key: Key | None = None,
+    period: Period | None = None,
+    detail: str = "period",
+    chunk: pd.Timedelta = DEFAULT_CHUNK,
+    lines_out: Path | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    rules_origin: str = "<rules>",
+    con: duckdb.DuckDBPyConnection | None = None,
+) -> AllocationResult:
+    """Allocate chunk by chunk (``chunk``-long time slices of the period).
+
+    Each chunk's usage is read, validated, split and folded before the next one is read, so
+    memory depends on the chunk, not on the period. ``detail="period"`` keeps one line per
+    client and source over the period (``lines_out`` then receives the window-level lines as
+    CSV); ``detail="window"`` keeps every window-level line in memory.
+    """
+    if detail not in ("window", "period"):
+        raise ValueError(f"detail must be 'window' or 'period', not {detail!r}")
+    con = con or connect()
+    plan = plan_allocation(costs, ruleset, key=key, period=period)
+    usage_given = usage is not None
+    source = usage if usage is not None else FrameUsage(empty_usage(), origin="usage")
+    _check_usage(plan, source, con, usage_given, rules_origin)
+    if period is None and usage_given:
+        outside = source.count_outside(con, plan.period.start, plan.period.end)
+        if outside:
+            warn(
+                f"{outside} usage row(s) lie outside the cost data's period "
+                f"{plan.period.start.isoformat()} to {plan.period.end.isoformat()}; they have "
+                "no cost to split (give --from/--to or --month to choose the period)"
+            )
+
+    bounds = chunk_bounds(plan.period, chunk)
+    line_parts: list[pd.DataFrame] = []
+    unattributed_parts: list[pd.DataFrame] = [plan.unattributed_direct]
+    writer = _LinesWriter(lines_out) if lines_out is not None else None
+    orphan_count, orphan_first, usage_rows = 0, None, 0
+    try:
+        for i, (start, end) in enumerate(bounds):
+            tables = plan.tables_for(start, end)
+            usage_rows += source.materialise(con, start, end)
+            orphans = check_usage_windows(source.windows(con), plan.cost_windows)
+            if not orphans.empty:
+                orphan_first = orphan_first if orphan_count else orphans.iloc[0]
+                orphan_count += len(orphans)
+            run_split(con, tables, "SELECT * FROM chunk_usage", source.metrics)
+            if detail == "window":
+                line_parts.append(fetch_lines(con))
+            else:
+                line_parts.append(fetch_period_lines(con))
+            unattributed_parts.append(fetch_unattributed(con))
+            if writer is not None:
+                direct = plan.direct_lines
+                ws = direct["window_start"]
+                writer.write(con, direct[(ws >= start) & (ws < end)])
+            if progress is not None:
+                progress(i + 1, len(bounds))
+    finally:
+        if writer is not None:
+            writer.close()
+    warn_usage_without_cost(orphan_count, orphan_first)
+
+    if detail == "window":
+        lines = pd.concat(
+            [*(p.astype(_LINE_DTYPES) for p in line_parts if not p.empty), plan.direct_lines],
+            ignore_index=True,
+        ).astype(_LINE_DTYPES)
+        lines = lines.sort_values(
+            ["window_start", "client", "kind", "source"], kind="mergesort"
+        ).reset_index(drop=True)
+    else:
+        direct_period = plan.direct_lines.assign(windows=1)
+        lines = _fold_period_lines([*line_parts, direct_period])
+    unattributed = (
+        pd.concat(
+            [p for p in unattributed_parts if not p.empty] or [plan.unattributed_direct],
+            ignore_index=True,
+        )
+        .astype(_UNATTRIBUTED_DTYPES)
+        .sort_values(["window_start", "source", "cause"], kind="mergesort")
+        .reset_index(drop=True)
+    )
+    hours = (plan.cost_windows["window_end"] - plan.cost_windows["window_start"]).sum()
+    return AllocationResult(
+        currency=plan.ruleset.currency,
+        period=plan.period,
+        rules=plan.rules_used,
+        key_override=plan.key_label,
+        reference_total=plan.cost_total + plan.external_total,
+        cost_total=plan.cost_total,
+        external_total=plan.external_total,
+        lines=lines,
+        unattributed=unattributed,
+        residual=plan.residual,
+        exclusions=plan.exclusions,
+        unclassified=plan.unclassified,
+        windows=len(plan.cost_windows),
+        hours=float(hours / pd.Timedelta(hours=1)),
+        detail=detail,
+        usage_rows=usage_rows,
+        chunks=len(bounds),
+    )
+
+
+def allocate(
+    costs: pd.DataFrame,
+    usage: pd.DataFrame | None,
+    ruleset: RuleSet,
+    *,
+    key: Key | None = None,
+    period: Period | None = None,
+    rules_origin: str = "<rules>",
+    usage_origin: str = "usage",
+) -> AllocationResult:
+    """Allocate the cost table over clients with an in-memory usage table; window-level lines.
+
+    ``key`` overrides the key of every shared workload and external cost ("what if we split
+    everything by X"). ``period`` selects whole windows (a window straddling a boundary is an
+    error); by default the span of the cost data is used.
+    """
+    source = None
+    if usage is not None:
+        source = FrameUsage(select_period(usage, period, "usage"), origin=usage_origin)
+    plan_period = period
+    return allocate_stream(
+        costs,
+        source,
+        ruleset,
+        key=key,
+        period=plan_period,
+        detail="window",
+        chunk=pd.Timedelta(days=366 * 100),
+        rules_origin=rules_origin,
+    )

@@ -17,15 +17,24 @@ import pandas as pd
 import typer
 
 from tenantcost import __version__
-from tenantcost.allocate import AllocationResult, allocate
+from tenantcost.allocate import DEFAULT_CHUNK, AllocationResult, allocate_stream
+from tenantcost.collect import (
+    RESPONSES_FOLDER,
+    collect_summary,
+    collect_to_folder,
+    load_costs,
+    opencost_source,
+)
 from tenantcost.errors import InputError, InputWarning
-from tenantcost.readers.costs import read_costs
+from tenantcost.progress import chunk_progress
 from tenantcost.readers.usage import read_usage
 from tenantcost.reconcile import cascade
 from tenantcost.rules import RuleSet, load_rules
+from tenantcost.split import connect
+from tenantcost.usage_source import FrameUsage, UsageSource, open_usage
 from tenantcost.windows import Period
 from tenantcost.writers.compare import compare_document, compare_table
-from tenantcost.writers.files import with_decimal_amount, write_outputs
+from tenantcost.writers.files import prepare_out_dir, with_decimal_amount, write_outputs
 from tenantcost.writers.json_output import result_document
 from tenantcost.writers.text import cascade_table, clients_table, header, money, sources_table
 
@@ -97,6 +106,34 @@ KeyOpt = Annotated[
 ]
 
 
+OpenCostUrlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--opencost-url",
+        help="Read costs from the OpenCost API at this URL (e.g. http://localhost:9003) for the "
+        "period of --month or --from/--to. Default: sources.opencost.url of the rule file "
+        "(used when --costs is not given).",
+    ),
+]
+StepOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--step",
+        help="OpenCost API: length of one cost window (1h, 1d...). Default: "
+        "sources.opencost.step, else 1h.",
+    ),
+]
+
+ResponsesOutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--out",
+        help="With the OpenCost API: save the raw responses used into this folder's "
+        "responses/ folder.",
+    ),
+]
+
+
 class Inputs:
     """The loaded inputs of one run."""
 
@@ -105,30 +142,73 @@ class Inputs:
         config: Path,
         costs: list[Path] | None,
         usage: list[Path] | None,
+        *,
+        opencost_url: str | None = None,
+        step: str | None = None,
+        period: Period | None = None,
+        out: Path | None = None,
     ) -> None:
         self.config = config
         self.ruleset: RuleSet = load_rules(config)
-        cost_paths = list(costs or []) or [Path(p) for p in self.ruleset.sources.costs]
-        if not cost_paths:
-            raise InputError(
-                "no cost input: give --costs or set sources.costs in the rule file",
-                file=str(config),
-            )
+        cost_input = load_costs(
+            self.ruleset,
+            config,
+            costs,
+            opencost_url=opencost_url,
+            step=step,
+            period=period,
+            responses_dir=out / RESPONSES_FOLDER if out is not None else None,
+        )
+        self.cost_input = cost_input
+        cost_paths = cost_input.paths
         usage_paths = list(usage or []) or [Path(p) for p in self.ruleset.sources.usage]
-        self.costs = read_costs(cost_paths)
-        self.usage = read_usage(usage_paths) if usage_paths else None
+        self.cost_paths: list[Path] = cost_paths
+        self.usage_paths: list[Path] = usage_paths
+        self.costs = cost_input.costs
+        # One DuckDB connection per run: Parquet usage is scanned chunk by chunk through it.
+        self.con = connect()
+        self.usage_source: UsageSource | None = (
+            open_usage(usage_paths, self.con) if usage_paths else None
+        )
+        self.usage: pd.DataFrame | None = (
+            self.usage_source.frame if isinstance(self.usage_source, FrameUsage) else None
+        )
         self.usage_origin = ", ".join(str(p) for p in usage_paths) or "usage"
 
-    def run(self, key: str | None, period: Period | None) -> AllocationResult:
-        return allocate(
-            self.costs,
-            self.usage,
-            self.ruleset,
-            key=key,
-            period=period,
-            rules_origin=str(self.config),
-            usage_origin=self.usage_origin,
-        )
+    def run(
+        self,
+        key: str | None,
+        period: Period | None,
+        *,
+        detail: str = "period",
+        lines_out: Path | None = None,
+        chunk: pd.Timedelta = DEFAULT_CHUNK,
+    ) -> AllocationResult:
+        """Allocate the inputs (chunk by chunk; ``detail`` 'period' or 'window')."""
+        with chunk_progress("allocating") as progress:
+            return allocate_stream(
+                self.costs,
+                self.usage_source,
+                self.ruleset,
+                key=key,
+                period=period,
+                detail=detail,
+                chunk=chunk,
+                lines_out=lines_out,
+                progress=progress,
+                rules_origin=str(self.config),
+                con=self.con,
+            )
+
+
+def _responses_saved(inputs: Inputs, out: Path | None) -> None:
+    """``--out`` of compare/reconcile only saves API responses: refuse it with files."""
+    if out is None:
+        return
+    if inputs.cost_input.source is None:
+        raise InputError("--out saves OpenCost API responses, but the costs came from files")
+    count = len(inputs.cost_input.paths)
+    typer.echo(f"saved {count} OpenCost response(s) to {out / RESPONSES_FOLDER}", err=True)
 
 
 def resolve_period(month: str | None, start: str | None, end: str | None) -> Period | None:
@@ -169,14 +249,24 @@ def allocate_command(
         typer.Option(
             "--out",
             help="Also write clients.csv, lines.csv, residual.csv, unattributed.csv, "
-            "exclusions.csv and reconciliation.json into this folder.",
+            "exclusions.csv and reconciliation.json into this folder (and, with the OpenCost "
+            "API, the raw responses into its responses/ folder).",
         ),
     ] = None,
+    opencost_url: OpenCostUrlOpt = None,
+    step: StepOpt = None,
 ) -> None:
     """Split the period's costs over clients and print per-client totals and the cascade."""
     _check_format(fmt, ("table", "json", "csv"))
     period = resolve_period(month, start, end)
-    result = Inputs(config, costs, usage).run(key, period)
+    inputs = Inputs(
+        config, costs, usage, opencost_url=opencost_url, step=step, period=period, out=out
+    )
+    lines_out = None
+    if out is not None:
+        prepare_out_dir(out)
+        lines_out = out / "lines.csv"  # window-level lines, streamed chunk by chunk
+    result = inputs.run(key, period, lines_out=lines_out)
     if fmt == "json":
         typer.echo(json.dumps(result_document(result), indent=2))
     elif fmt == "csv":
@@ -208,6 +298,9 @@ def compare_command(
     end: ToOpt = None,
     month: MonthOpt = None,
     fmt: Annotated[str, typer.Option("--format", help="table (default) or json.")] = "table",
+    opencost_url: OpenCostUrlOpt = None,
+    step: StepOpt = None,
+    out: ResponsesOutOpt = None,
 ) -> None:
     """Show each client's amount under each key and the change relative to the first key."""
     _check_format(fmt, ("table", "json"))
@@ -215,7 +308,10 @@ def compare_command(
     if len(key_list) < 2:
         raise InputError(f"--keys: give at least two keys separated by commas, got '{keys}'")
     period = resolve_period(month, start, end)
-    inputs = Inputs(config, costs, usage)
+    inputs = Inputs(
+        config, costs, usage, opencost_url=opencost_url, step=step, period=period, out=out
+    )
+    _responses_saved(inputs, out)
     results = {k: inputs.run(k, period) for k in key_list}
     if fmt == "json":
         typer.echo(json.dumps(compare_document(results), indent=2))
@@ -234,11 +330,18 @@ def reconcile_command(
     end: ToOpt = None,
     month: MonthOpt = None,
     fmt: Annotated[str, typer.Option("--format", help="table (default) or json.")] = "table",
+    opencost_url: OpenCostUrlOpt = None,
+    step: StepOpt = None,
+    out: ResponsesOutOpt = None,
 ) -> None:
     """Print the reconciliation cascade; exit 1 unless the gap is exactly zero."""
     _check_format(fmt, ("table", "json"))
     period = resolve_period(month, start, end)
-    result = Inputs(config, costs, usage).run(key, period)
+    inputs = Inputs(
+        config, costs, usage, opencost_url=opencost_url, step=step, period=period, out=out
+    )
+    _responses_saved(inputs, out)
+    result = inputs.run(key, period)
     casc = cascade(result)
     if fmt == "json":
         doc = result_document(result)
@@ -260,6 +363,114 @@ def reconcile_command(
     if not casc.closes:
         typer.echo(f"error: the cascade does not close: gap {casc.gap} micro-units", err=True)
         raise typer.Exit(1)
+
+
+@app.command("report")
+@user_errors
+def report_command(
+    config: ConfigOpt,
+    out: Annotated[Path, typer.Option("--out", help="Folder to write the report pack into.")],
+    costs: CostsOpt = None,
+    usage: UsageOpt = None,
+    start: FromOpt = None,
+    end: ToOpt = None,
+    month: MonthOpt = None,
+    client: Annotated[
+        list[str] | None,
+        typer.Option("--client", help="Only this client's sheet; repeat for several."),
+    ] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help="Comma list of html, pdf, md (default: all three).")
+    ] = "html,pdf,md",
+    templates: Annotated[
+        Path | None,
+        typer.Option(
+            "--templates",
+            help="Folder of jinja2 templates that replace the default ones file by file "
+            "(base.html, report.css, client_sheet.html, ...), to brand the sheets.",
+        ),
+    ] = None,
+    decimals: Annotated[
+        int | None,
+        typer.Option(
+            "--decimals",
+            min=0,
+            max=6,
+            help="Decimals shown. Default: the currency's, more when a client's total would "
+            "show fewer than two significant digits.",
+        ),
+    ] = None,
+    opencost_url: OpenCostUrlOpt = None,
+    step: StepOpt = None,
+) -> None:
+    """Per-client cost sheets, a finance summary and an index (HTML, PDF, Markdown)."""
+    from tenantcost.report import ReportInputs, build_pack, parse_formats, write_pack
+
+    formats = parse_formats(fmt)
+    period = resolve_period(month, start, end)
+    inputs = Inputs(
+        config, costs, usage, opencost_url=opencost_url, step=step, period=period, out=out
+    )
+    report_inputs = ReportInputs(
+        config=inputs.config,
+        ruleset=inputs.ruleset,
+        costs=inputs.costs,
+        usage=inputs.usage,
+        cost_paths=inputs.cost_paths,
+        usage_paths=inputs.usage_paths,
+        usage_origin=inputs.usage_origin,
+    )
+    pack = build_pack(report_inputs, period, clients=client, places=decimals)
+    written = write_pack(pack, out, formats, templates=templates)
+    typer.echo(
+        f"wrote {len(written)} files for {len(pack.clients)} client(s) to {out} "
+        f"(open {out / 'index.html'})",
+        err=True,
+    )
+
+
+@app.command("collect")
+@user_errors
+def collect_command(
+    opencost_url: OpenCostUrlOpt = None,
+    start: FromOpt = None,
+    end: ToOpt = None,
+    month: MonthOpt = None,
+    step: StepOpt = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Write the raw responses (responses/*.json, responses/requests.tsv) and the "
+            "canonical cost table costs.csv into this folder.",
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="Rule file whose sources.opencost gives the URL and the request settings.",
+        ),
+    ] = None,
+) -> None:
+    """Read a period's costs from the OpenCost Allocation API; save them with --out."""
+    period = resolve_period(month, start, end)
+    ruleset = load_rules(config) if config is not None else None
+    source = opencost_source(ruleset, opencost_url, step)
+    if source is None:
+        raise InputError(
+            "no OpenCost URL: give --opencost-url, or --config with sources.opencost.url"
+        )
+    if period is None:
+        raise InputError("collect needs a period: give --month or --from/--to")
+    collection, written = collect_to_folder(source, period, out)
+    typer.echo(collect_summary(source, collection))
+    if out is not None:
+        typer.echo(
+            f"wrote {len(written)} files to {out}; read them back with --costs "
+            f"{out / 'costs.csv'} (or --costs {out / RESPONSES_FOLDER}, not both)",
+            err=True,
+        )
 
 
 @app.command("check-config")

@@ -12,6 +12,7 @@ sum to the parent exactly and no part exceeds its exact share rounded up by one 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from decimal import ROUND_HALF_EVEN, Decimal
 
 import numpy as np
@@ -113,3 +114,37 @@ def micros_to_decimal_strings(micros: pd.Series) -> pd.Series:
     whole = (absolute // MICROS_PER_UNIT).astype(str)
     frac = (absolute % MICROS_PER_UNIT).astype(str).str.zfill(MINOR_UNIT_EXPONENT)
     return pd.Series(sign, index=micros.index) + whole + "." + frac
+
+
+def round_for_display(
+    micros: Sequence[int], places: int = 2, *, total: int | None = None
+) -> list[int]:
+    """Round amounts for display so the shown lines add up to the shown total.
+
+    Returns each amount in units of ``10**-places`` (``places`` from 0 to 6). The total is the
+    exact sum rounded half to even (as :func:`format_amount` shows it); each line gets its
+    floor, and the units left over go, one each, to the lines with the largest remainders,
+    ties broken by position. A page that prints these lines and the rounded total therefore
+    adds up, and no line moves by a full display unit.
+
+    ``total`` (in display units) imposes the shown total instead, when a page must agree with
+    a figure already rounded elsewhere (a client's total in the finance summary); it must lie
+    within one unit of the exact sum.
+    """
+    if not 0 <= places <= MINOR_UNIT_EXPONENT:
+        raise ValueError(f"places must be between 0 and {MINOR_UNIT_EXPONENT}, got {places}")
+    unit = 10 ** (MINOR_UNIT_EXPONENT - places)
+    values = [int(m) for m in micros]
+    floors = [v // unit for v in values]
+    remainders = [v - f * unit for v, f in zip(values, floors, strict=True)]
+    exact = Decimal(sum(values)) / unit
+    target = int(exact.quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
+    if total is not None:
+        if abs(Decimal(total) - exact) >= 1:
+            raise ValueError(f"total {total} is not within one unit of the exact sum {exact}")
+        target = total
+    extra = target - sum(floors)
+    order = sorted(range(len(values)), key=lambda i: (-remainders[i], i))
+    for i in order[:extra]:
+        floors[i] += 1
+    return floors

@@ -36,7 +36,8 @@ The output is the canonical cost table of :mod:`tenantcost.tables`, so ``tenantc
   ``raise_cost``, present whenever minimums or a ratio range are configured.
 
 **Rows** (one window each; cost columns ``cpu_cost``, ``ram_cost``, [``raise_cost``],
-``total_cost``, in currency units):
+``total_cost``, in currency units; memory is ``ram_cost``, the canonical table's name for it,
+as OpenCost's ``ramCost``, so podcost and OpenCost figures line up column for column):
 
 * every pod row: ``name`` = ``namespace/pod``, with node, namespace, controller_kind, controller
   and pod from the pod file; ``origin`` is its row in the pod file;
@@ -47,9 +48,13 @@ The output is the canonical cost table of :mod:`tenantcost.tables`, so ``tenantc
 * ``__system__``, one per node and window: the cost of capacity minus allocatable (kubelet,
   runtime and OS reserve), shared operation rather than idle; ``cpu_cost`` and ``ram_cost``.
 
-So for every node and window: pods + idle + system = ``hourly_price × hours`` (to float
-rounding, about 1e-15 relative). Idle and system are computed as remainders of the node's
-price to keep that identity. With unit prices there are pod rows only.
+So for every node and window: pods + idle + system = ``hourly_price × hours``. Idle and system
+are computed as remainders of the node's price, and every amount is then rounded to whole
+micro-units (10^-6, as :mod:`tenantcost.money` counts money) *together* with the other rows of
+its node and window (largest remainder), so the identity holds exactly in micro-units and the
+allocation core's reference total equals the node bill to the micro-unit. Each amount is less
+than one micro-unit from its exact value. With unit prices there are pod rows only, each
+component rounded on its own.
 
 **Negative idle** (pods charged more of a resource than the node has allocatable, for example
 usage above allocatable, or node sizes that are wrong in the node file): the pods of that node,
@@ -66,6 +71,10 @@ price backs. The node was most likely billed (a node file exported before a scal
 zero would under-report the pod; an error would block a whole month for one short-lived node.
 Such a node has no idle or system rows.
 
+**Windows.** Pod rows carry their window; a node without window columns in the node file runs
+in every window of the pod file, a node with them only in its own windows (autoscaled fleets).
+Distinct windows must not overlap.
+
 Everything is vectorised: pods are merged with their node's prices and costed with column
 arithmetic; node sums are group-bys.
 """
@@ -80,6 +89,7 @@ import pandas as pd
 
 from tenantcost.cost_model_config import CostModel
 from tenantcost.errors import InputError, warn
+from tenantcost.money import MICROS_PER_UNIT, split_largest_remainder, to_micros
 from tenantcost.readers.canonical import split_origin
 from tenantcost.readers.nodes_pods import (
     NODE_COLUMNS,
@@ -112,7 +122,7 @@ OVERCOMMIT_TOLERANCE = 1e-9
 """Relative: charged quantities this close to allocatable are float noise, not overcommit."""
 
 _HOUR = pd.Timedelta(hours=1)
-_RESOURCES = (("cpu", "vCPU"), ("mem", "GiB"))
+_PARTS = ["cpu_cost", "ram_cost", "cpu_raise_cost", "mem_raise_cost"]
 
 
 def podcost(nodes: pd.DataFrame | None, pods: pd.DataFrame, model: CostModel) -> pd.DataFrame:
@@ -135,7 +145,7 @@ def podcost(nodes: pd.DataFrame | None, pods: pd.DataFrame, model: CostModel) ->
             )
         pods["cpu_unit"] = model.unit_prices.cpu
         pods["mem_unit"] = model.unit_prices.memory
-        return _finish(_pod_rows(pods, billed), model)
+        return _finish(_pod_rows(pods, billed), None, model)
 
     if nodes is None or not len(nodes):
         raise InputError(
@@ -143,19 +153,28 @@ def podcost(nodes: pd.DataFrame | None, pods: pd.DataFrame, model: CostModel) ->
             "has no rows"
         )
     nodes = _unit_prices(_conform(nodes, NODE_COLUMNS, "nodes"), model)
+    if pods.empty and not all(c in nodes.columns for c in WINDOW):
+        warn(
+            "the pod file has no rows, so there are no windows to cost the nodes in (give the "
+            "node file window_start/window_end columns to cost empty nodes)"
+        )
     slots = _node_windows(nodes, pods)
     key = ["node", *WINDOW]
     priced = pods.merge(
         slots[[*key, "cpu_unit", "mem_unit", "slot"]], on=key, how="left", validate="many_to_one"
     )
+    # A pod whose node (in its window) is not in the node file: median unit prices, a warning.
     missing = priced["slot"].isna().to_numpy()
-    if missing.any():
-        _price_missing(priced, missing, nodes)
-    pods["cpu_unit"] = priced["cpu_unit"].to_numpy()
-    pods["mem_unit"] = priced["mem_unit"].to_numpy()
+    medians = (float(nodes["cpu_unit"].median()), float(nodes["mem_unit"].median()))
+    pods["cpu_unit"] = priced["cpu_unit"].fillna(medians[0]).to_numpy()
+    pods["mem_unit"] = priced["mem_unit"].fillna(medians[1]).to_numpy()
     pods["slot"] = priced["slot"].to_numpy()
-    pod_rows, node_rows = _idle_and_system(slots, _pod_rows(pods, billed))
-    return _finish(pd.concat([pod_rows, node_rows], ignore_index=True), model)
+    pod_rows = _pod_rows(pods, billed)
+    if missing.any():
+        _warn_missing(pod_rows[missing], set(nodes["node"]), medians)
+    pod_rows, node_rows = _idle_and_system(slots, pod_rows)
+    rows = pd.concat([pod_rows, node_rows], ignore_index=True)
+    return _finish(rows, slots.set_index("slot")["node_cost"], model)
 
 
 def podcost_from_files(
@@ -332,33 +351,27 @@ def _node_windows(nodes: pd.DataFrame, pods: pd.DataFrame) -> pd.DataFrame:
     return slots
 
 
-def _price_missing(priced: pd.DataFrame, missing: np.ndarray, nodes: pd.DataFrame) -> None:
-    """Price pods whose node (in that window) is not in the node file: median unit prices.
-
-    Sets ``cpu_unit``/``mem_unit`` of the ``missing`` rows of ``priced`` in place and warns,
-    once per node (up to :data:`MAX_WARNINGS` nodes, then one summary).
-    """
-    cpu_median = float(nodes["cpu_unit"].median())
-    mem_median = float(nodes["mem_unit"].median())
-    priced.loc[missing, "cpu_unit"] = cpu_median
-    priced.loc[missing, "mem_unit"] = mem_median
-    lost = priced.loc[missing].copy()
-    lost["node_label"] = lost["node"].where(lost["node"] != "", "(none)")
-    groups = lost.groupby("node_label", sort=True)
-    summary = groups.agg(
-        rows=("pod", "size"),
-        first_start=("window_start", "min"),
-        first_end=("window_end", "min"),
-        windows=("window_start", "nunique"),
-        first_origin=("origin", "first"),
+def _warn_missing(lost: pd.DataFrame, known: set[str], medians: tuple[float, float]) -> None:
+    """One warning per node missing from the node file (up to :data:`MAX_WARNINGS`)."""
+    lost = lost.sort_values([*WINDOW, "origin"], kind="mergesort").assign(
+        label=lambda f: f["node"].where(f["node"] != "", "(none)"),
+        amount=lambda f: f[_PARTS].sum(axis=1),
     )
-    known = set(nodes["node"])
+    summary = lost.groupby("label", sort=True).agg(
+        rows=("pod", "size"),
+        windows=("window_start", "nunique"),
+        first_start=("window_start", "first"),
+        first_end=("window_end", "first"),
+        first_origin=("origin", "first"),
+        amount=("amount", "sum"),
+    )
     for count, (label, row) in enumerate(summary.iterrows()):
         if count == MAX_WARNINGS:
             rest = summary.iloc[count:]
             warn(
                 f"{int(rest['rows'].sum())} more pod row(s) on {len(rest)} more node(s) "
-                "missing from the node file, priced at the median unit prices"
+                f"missing from the node file, priced at the median unit prices "
+                f"({rest['amount'].sum():.6f} not backed by a node price)"
             )
             break
         where = (
@@ -371,8 +384,9 @@ def _price_missing(priced: pd.DataFrame, missing: np.ndarray, nodes: pd.DataFram
             f"{row['first_origin']}: pod {where} (window "
             f"{_fmt_window(row['first_start'], row['first_end'])}; {int(row['rows'])} pod "
             f"row(s) in {int(row['windows'])} window(s)); priced at the node file's median "
-            f"unit prices ({cpu_median:.6g} per vCPU-hour, {mem_median:.6g} per GiB-hour), "
-            "with no idle or system rows for that node: this cost is not backed by a node price"
+            f"unit prices ({medians[0]:.6g} per vCPU-hour, {medians[1]:.6g} per GiB-hour): "
+            f"{row['amount']:.6f} that no node price backs, and no idle or system rows for "
+            "that node"
         )
 
 
@@ -496,12 +510,10 @@ def _warn_overcommit(over: pd.DataFrame, res: str, allocatable: str, label: str,
         )
 
 
-def _finish(rows: pd.DataFrame, model: CostModel) -> pd.DataFrame:
-    """Order, type and trim the rows into the canonical cost table."""
-    rows = rows.copy()
+def _finish(rows: pd.DataFrame, node_cost: pd.Series | None, model: CostModel) -> pd.DataFrame:
+    """Round to micro-units, then order, type and trim the rows into the canonical cost table."""
+    rows = _round_to_micros(rows, node_cost)
     rows["cluster"] = model.cluster
-    rows["raise_cost"] = rows["cpu_raise_cost"] + rows["mem_raise_cost"]
-    rows["total_cost"] = rows["cpu_cost"] + rows["ram_cost"] + rows["raise_cost"]
     rows = rows.sort_values(
         ["window_start", "window_end", "node", "kind", "namespace", "pod", "origin"],
         kind="mergesort",
@@ -515,6 +527,51 @@ def _finish(rows: pd.DataFrame, model: CostModel) -> pd.DataFrame:
     for column in ["total_cost", *components]:
         out[column] = out[column].astype("float64")
     return out
+
+
+def _round_to_micros(rows: pd.DataFrame, node_cost: pd.Series | None) -> pd.DataFrame:
+    """Every amount as a whole number of micro-units (see :mod:`tenantcost.money`).
+
+    The allocation core converts each row to micro-units; rounding each row on its own would
+    let a node's rows drift a few micro-units from its price. So the parts of one node and
+    window (every pod's base and raise per resource, the two idle rows, the system row) are
+    rounded together with the largest-remainder method and add up *exactly* to the node's
+    price × hours in micro-units. Pods without a node row (unknown node, unit prices) are
+    rounded one amount at a time. Totals are the sums of the rounded components.
+    """
+    rows = rows.reset_index(drop=True).copy()
+    amounts = rows[_PARTS].to_numpy(dtype="float64")  # one row per cost row, one column per part
+    micros = to_micros(amounts.ravel()).reshape(amounts.shape)
+    if node_cost is not None and "slot" in rows:
+        slot = rows["slot"].to_numpy(dtype="float64")
+        on_node = np.flatnonzero(~np.isnan(slot))
+        if len(on_node):
+            width = len(_PARTS)
+            groups = np.repeat(slot[on_node], width)
+            parents = np.repeat(to_micros(node_cost.reindex(slot[on_node]).to_numpy()), width)
+            # Tie-break labels from the rows' own keys (unique within a node and window), so the
+            # rounding never depends on the input row order.
+            owner = rows.loc[on_node, ["kind", "namespace", "pod"]].astype("str")
+            codes, _ = pd.factorize(
+                owner["kind"] + "|" + owner["namespace"] + "/" + owner["pod"], sort=True
+            )
+            numbers = np.repeat(codes, width) * width + np.tile(np.arange(width), len(on_node))
+            # Zero-padded so that the split's text tie-break follows the numeric order.
+            labels = pd.Series(numbers).astype("str").str.zfill(len(str(int(numbers.max()))))
+            micros[on_node] = split_largest_remainder(
+                pd.Series(groups),
+                pd.Series(parents),
+                pd.Series(amounts[on_node].ravel()),
+                labels,
+            ).reshape(len(on_node), width)
+    wide = pd.DataFrame(micros, columns=_PARTS, index=rows.index)
+    total = wide.sum(axis=1)
+    raised = wide["cpu_raise_cost"] + wide["mem_raise_cost"]
+    rows["cpu_cost"] = wide["cpu_cost"].to_numpy() / MICROS_PER_UNIT
+    rows["ram_cost"] = wide["ram_cost"].to_numpy() / MICROS_PER_UNIT
+    rows["raise_cost"] = raised.to_numpy() / MICROS_PER_UNIT
+    rows["total_cost"] = total.to_numpy() / MICROS_PER_UNIT
+    return rows
 
 
 # --------------------------------------------------------------------------- output

@@ -28,9 +28,10 @@ from pydantic import (
     model_validator,
 )
 
+from tenantcost.confidence_config import ConfidenceThresholds
 from tenantcost.cost_model_config import CostModel
 from tenantcost.errors import InputError, warn
-from tenantcost.sources_config import PrometheusSource
+from tenantcost.sources_config import OpenCostSource, PrometheusSource
 from tenantcost.tables import LABEL_PREFIX
 
 WorkloadClass = Literal["shared", "direct", "idle", "overhead", "reserve", "excluded"]
@@ -211,6 +212,7 @@ class Sources(_Strict):
     costs: list[str] = Field(default_factory=list)
     usage: list[str] = Field(default_factory=list)
     prometheus: PrometheusSource | None = None
+    opencost: OpenCostSource | None = None
 
     @field_validator("costs", "usage", mode="before")
     @classmethod
@@ -226,6 +228,7 @@ class RuleSet(_Strict):
     sources: Sources = Field(default_factory=Sources)
     rules: list[RuleVersion]
     cost_model: CostModel | None = None
+    confidence: ConfidenceThresholds = Field(default_factory=ConfidenceThresholds)
 
     @field_validator("rules")
     @classmethod
@@ -337,9 +340,11 @@ def parse_rules(data: Any, origin: str = "<rules>", base_dir: Path | None = None
     if base_dir is not None:
         ruleset = ruleset.model_copy(
             update={
-                "sources": Sources(
-                    costs=[str(base_dir / p) for p in ruleset.sources.costs],
-                    usage=[str(base_dir / p) for p in ruleset.sources.usage],
+                "sources": ruleset.sources.model_copy(
+                    update={
+                        "costs": [str(base_dir / p) for p in ruleset.sources.costs],
+                        "usage": [str(base_dir / p) for p in ruleset.sources.usage],
+                    }
                 )
             }
         )

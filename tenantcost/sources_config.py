@@ -141,3 +141,99 @@ class PrometheusSource(_Strict):
         ):
             query = query.replace("{" + name + "}", text)
         return query
+
+
+DEFAULT_OPENCOST_AGGREGATE = "cluster,namespace,controllerKind,controller"
+"""The OpenCost aggregation the rule file's ``match`` keys are written against."""
+
+_SPAN = re.compile(r"^([1-9][0-9]*)(m|h|d|w)$")
+_SPAN_UNITS = {"s": "s", "m": "min", "h": "h", "d": "D", "w": "W"}
+
+
+def _timedelta(pattern: re.Pattern[str], value: str) -> pd.Timedelta:
+    match = pattern.match(value)
+    assert match is not None  # validated
+    return pd.Timedelta(int(match.group(1)), unit=_SPAN_UNITS[match.group(2)])
+
+
+class OpenCostSource(_Strict):
+    """Where and how to read workload costs from the OpenCost Allocation API.
+
+    ``sources.opencost`` of the rule file; ``--opencost-url`` and ``--step`` override ``url``
+    and ``step``. The client asks ``{url}/allocation/compute`` for one result set per ``step``
+    (``includeIdle=true``, ``shareIdle=false``) and splits periods longer than ``max_window``
+    into several requests on step boundaries. Header values may name environment variables as
+    ``${NAME}`` (for example ``Authorization: Bearer ${OPENCOST_TOKEN}``), so secrets stay out
+    of the rule file.
+    """
+
+    url: str | None = None
+    aggregate: str = DEFAULT_OPENCOST_AGGREGATE
+    step: str = "1h"
+    idle_by_node: bool = False
+    max_window: str = "7d"
+    timeout_seconds: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 30.0
+    total_timeout_seconds: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 300.0
+    retries: Annotated[int, Field(ge=0, le=100)] = 5
+    backoff_seconds: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.5
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        value = value.strip()
+        if not _URL.match(value):
+            raise ValueError(
+                "must be an http:// or https:// URL such as http://opencost.opencost:9003; "
+                f"got {value!r}"
+            )
+        value = value.rstrip("/")
+        for suffix in ("/allocation/compute", "/allocation"):
+            value = value.removesuffix(suffix)
+        return value
+
+    @field_validator("aggregate")
+    @classmethod
+    def _aggregate(cls, value: str) -> str:
+        parts = [p.strip() for p in value.split(",")]
+        if not all(parts):
+            raise ValueError(
+                f"must be a comma-separated list of OpenCost aggregation fields such as "
+                f"{DEFAULT_OPENCOST_AGGREGATE}; got {value!r}"
+            )
+        return ",".join(parts)
+
+    @field_validator("step")
+    @classmethod
+    def _step(cls, value: str) -> str:
+        if not _STEP.match(value):
+            raise ValueError(f"must be a duration such as 1h, 30m or 1d (one unit); got {value!r}")
+        return value
+
+    @field_validator("max_window")
+    @classmethod
+    def _max_window(cls, value: str) -> str:
+        if not _SPAN.match(value):
+            raise ValueError(f"must be a duration such as 7d, 24h or 2w (one unit); got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _window_holds_a_step(self) -> OpenCostSource:
+        if self.max_window_timedelta < self.step_timedelta:
+            raise ValueError(
+                f"max_window: {self.max_window} is shorter than the step {self.step}; one request "
+                "must cover at least one step"
+            )
+        return self
+
+    @property
+    def step_timedelta(self) -> pd.Timedelta:
+        """The length of one result set (one cost window)."""
+        return _timedelta(_STEP, self.step)
+
+    @property
+    def max_window_timedelta(self) -> pd.Timedelta:
+        """The longest period one request may cover."""
+        return _timedelta(_SPAN, self.max_window)

@@ -106,53 +106,72 @@ def check_cost_windows(costs: pd.DataFrame) -> pd.DataFrame:
     return windows
 
 
-def check_usage_windows(usage: pd.DataFrame, cost_windows: pd.DataFrame) -> None:
+def check_usage_windows(usage_windows: pd.DataFrame, cost_windows: pd.DataFrame) -> pd.DataFrame:
     """Every usage window must equal a cost window, or lie outside all of them.
 
-    Usage in hours without any cost row has nothing to pay for: it is reported as a warning
-    (usage is never silently ignored), not as an error.
+    ``usage_windows`` holds distinct ``window_start, window_end, origin``. Returns the usage
+    windows that have no cost rows at all: that usage has nothing to pay for, and the caller
+    reports it as a warning (usage is never silently ignored).
     """
-    if usage.empty:
-        return
-    uw = usage.drop_duplicates(["window_start", "window_end"])[
-        ["window_start", "window_end", "origin"]
-    ].sort_values(["window_start", "window_end"], kind="mergesort")
+    if usage_windows.empty:
+        return usage_windows
+    uw = usage_windows.sort_values(["window_start", "window_end"], kind="mergesort")
     exact = uw.merge(
         cost_windows[["window_start", "window_end"]].assign(_hit=True),
         on=["window_start", "window_end"],
         how="left",
     )
-    unmatched = exact[exact["_hit"].isna()].drop(columns="_hit")
-    if unmatched.empty:
-        return
-    if not cost_windows.empty:
-        # Compare each unmatched usage window with its neighbouring cost windows: the one that
-        # starts at or before it and the next one. Overlap with either is misalignment.
-        cw = cost_windows.sort_values("window_start").reset_index(drop=True)
-        cw_start = cw["window_start"].to_numpy()
-        cw_end = cw["window_end"].to_numpy()
-        u_start = unmatched["window_start"].to_numpy()
-        u_end = unmatched["window_end"].to_numpy()
-        prev = cw["window_start"].searchsorted(unmatched["window_start"], side="right") - 1
-        nxt = prev + 1
-        has_prev = prev >= 0
-        has_next = nxt < len(cw)
-        prev_c = prev.clip(0, len(cw) - 1)
-        next_c = nxt.clip(0, len(cw) - 1)
-        hit_prev = has_prev & (u_start < cw_end[prev_c])
-        hit_next = has_next & (cw_start[next_c] < u_end) & ~hit_prev
-        bad = hit_prev | hit_next
-        if bad.any():
-            i = int(bad.argmax())
-            c = cw.iloc[int(prev_c[i] if hit_prev[i] else next_c[i])]
-            u = unmatched.iloc[i]
-            raise InputError(
-                f"usage window {_fmt(u.window_start, u.window_end)} (from {u.origin}) is "
-                f"not aligned with cost window {_fmt(c.window_start, c.window_end)} "
-                f"(from {c.origin}); windows must have identical boundaries"
-            )
-    warn(
-        f"{len(unmatched)} usage window(s) have no cost rows (first: "
-        f"{_fmt(unmatched.iloc[0].window_start, unmatched.iloc[0].window_end)} from "
-        f"{unmatched.iloc[0].origin}); that usage has nothing to pay for"
-    )
+    unmatched = exact[exact["_hit"].isna()].drop(columns="_hit").reset_index(drop=True)
+    if unmatched.empty or cost_windows.empty:
+        return unmatched
+    # Compare each unmatched usage window with its neighbouring cost windows: the one that
+    # starts at or before it and the next one. Overlap with either is misalignment.
+    cw = cost_windows.sort_values("window_start").reset_index(drop=True)
+    cw_start = cw["window_start"].to_numpy()
+    cw_end = cw["window_end"].to_numpy()
+    u_start = unmatched["window_start"].to_numpy()
+    u_end = unmatched["window_end"].to_numpy()
+    prev = cw["window_start"].searchsorted(unmatched["window_start"], side="right") - 1
+    nxt = prev + 1
+    prev_c = prev.clip(0, len(cw) - 1)
+    next_c = nxt.clip(0, len(cw) - 1)
+    hit_prev = (prev >= 0) & (u_start < cw_end[prev_c])
+    hit_next = (nxt < len(cw)) & (cw_start[next_c] < u_end) & ~hit_prev
+    bad = hit_prev | hit_next
+    if bad.any():
+        i = int(bad.argmax())
+        c = cw.iloc[int(prev_c[i] if hit_prev[i] else next_c[i])]
+        u = unmatched.iloc[i]
+        raise InputError(
+            f"usage window {_fmt(u.window_start, u.window_end)} (from {u.origin}) is "
+            f"not aligned with cost window {_fmt(c.window_start, c.window_end)} "
+            f"(from {c.origin}); windows must have identical boundaries"
+        )
+    return unmatched
+
+
+def warn_usage_without_cost(count: int, first: pd.Series | None) -> None:
+    """One warning for all usage windows that have no cost rows."""
+    if count and first is not None:
+        warn(
+            f"{count} usage window(s) have no cost rows (first: "
+            f"{_fmt(first.window_start, first.window_end)} from {first.origin}); that usage has "
+            "nothing to pay for"
+        )
+
+
+def chunk_bounds(period: Period, chunk: pd.Timedelta) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
+    """Consecutive ``[start, end)`` chunks covering the period, cut on UTC multiples of
+    ``chunk`` (for example midnight for one day), so memory stays bounded on long periods."""
+    step = pd.Timedelta(chunk)
+    if step <= pd.Timedelta(0):
+        raise InputError(f"chunk size must be positive, got {chunk}")
+    start = period.start.floor(step) if step <= pd.Timedelta(days=1) else period.start
+    edges = [period.start]
+    edge = start + step
+    while edge < period.end:
+        if edge > period.start:
+            edges.append(edge)
+        edge += step
+    edges.append(period.end)
+    return list(zip(edges[:-1], edges[1:], strict=True))

@@ -54,8 +54,8 @@ METRICS = {"requests": "app_requests", "cpu_seconds": "app_cpu_seconds"}
 """Usage column -> OpenMetrics counter family (samples are ``<family>_total``)."""
 
 INSTALL_HINT = (
-    "run the test command from README.md, which installs the Debian package 'prometheus' "
-    "(apt-get install -y --no-install-recommends prometheus)"
+    "run the README's test command, `bash scripts/test.sh`, which installs the Debian package "
+    "'prometheus' (it provides prometheus and promtool)"
 )
 
 

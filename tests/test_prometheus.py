@@ -11,6 +11,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -229,11 +230,47 @@ def test_series_without_client_label_is_unattributed(prometheus: PrometheusServe
 def test_one_range_query_per_column_in_chunks(
     prometheus: PrometheusServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Chunked range queries (5 window ends each) give the same table as one range query."""
+    """One request per column; chunked requests (5 window ends each) give the same table."""
+    calls: list[tuple[object, object]] = []
+    original = prom.PrometheusConnect.custom_query_range
+
+    def counting(
+        self: object, query: str, start_time: object, end_time: object, **kw: object
+    ) -> Any:
+        calls.append((start_time, end_time))
+        return original(self, query, start_time=start_time, end_time=end_time, **kw)
+
+    monkeypatch.setattr(prom.PrometheusConnect, "custom_query_range", counting)
     whole = read_quietly(source(prometheus), START, END)
+    assert len(calls) == 2  # requests, cpu_seconds
+    assert calls[0] == ((START + HOUR).to_pydatetime(), END.to_pydatetime())
+    calls.clear()
     monkeypatch.setattr(prom, "MAX_POINTS", 5)
     chunked = read_quietly(source(prometheus), START, END)
+    assert len(calls) == 2 * 3  # 12 window ends in chunks of 5, 5 and 2
     pd.testing.assert_frame_equal(chunked, whole, check_exact=True)
+
+
+def test_range_query_equals_instant_queries(prometheus: PrometheusServer) -> None:
+    """The claim behind one range query: it equals an instant query at every window end."""
+    usage = read_quietly(source(prometheus), START, END)
+    src = source(prometheus)
+    client = prom.PrometheusConnect(url=prometheus.url)
+    for column in src.queries:
+        for hour in range(1, HOURS + 1):
+            at = T0 + hour * HOUR
+            answer = client.custom_query(src.render(column), params={"time": at.timestamp()})
+            instant = {
+                (r["metric"]["service"], r["metric"].get("client", "")): float(r["value"][1])
+                for r in answer
+            }
+            rows = usage[usage["window_end"] == at]
+            ranged = {
+                (s, c): v
+                for s, c, v in zip(rows["service"], rows["client"], rows[column], strict=True)
+                if (s, c) in instant or v != 0.0
+            }
+            assert ranged == instant, (column, at)
 
 
 def test_sub_period_and_custom_labels(prometheus: PrometheusServer) -> None:
@@ -462,11 +499,6 @@ def test_config_in_rule_file() -> None:
     assert parse_rules(RULES).sources.prometheus is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="parse_rules(base_dir=...) rebuilds Sources from costs/usage only and drops "
-    "sources.prometheus; fix: ruleset.sources.model_copy(update={'costs': ..., 'usage': ...})",
-)
 def test_config_survives_loading_from_a_file(tmp_path: Path) -> None:
     ruleset = parse_rules(
         {**RULES, "sources": {"prometheus": {"url": "http://p:9090"}}}, base_dir=tmp_path

@@ -160,3 +160,61 @@ def test_results_do_not_depend_on_input_row_order(scenario, seed):
             getattr(shuffled, name).reset_index(drop=True),
             obj=name,
         )
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pools=st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=10**12),
+            st.lists(
+                st.tuples(st.sampled_from(["a", "b", "c", "d", "e", ""]),
+                          st.integers(min_value=0, max_value=10**9)),
+                min_size=1, max_size=6, unique_by=lambda t: t[0],
+            ),
+        ),
+        min_size=1, max_size=5,
+    )
+)
+def test_duckdb_split_agrees_with_the_pandas_reference_split(pools):
+    """The engine's SQL split and ``money.split_largest_remainder`` give the same units."""
+    from tenantcost.split import SplitTables, connect, run_split
+
+    t0 = pd.Timestamp("2026-11-01T00:00:00Z")
+    pool_rows, usage_rows, expected_rows = [], [], []
+    for i, (parent, recipients) in enumerate(pools):
+        ws, we = t0 + pd.Timedelta(hours=i), t0 + pd.Timedelta(hours=i + 1)
+        pool_rows.append((i, ws, we, 0, parent, "v", "api", "shared", "requests"))
+        for client, w in recipients:
+            usage_rows.append((ws, we, "api", client, w / 1e6, f"row {len(usage_rows)}"))
+            expected_rows.append((i, parent, w, client))
+    tables = SplitTables(
+        pools=pd.DataFrame(pool_rows, columns=["pool", "window_start", "window_end", "spec",
+                                               "amount", "rule_id", "source", "kind", "key"]),
+        specs=pd.DataFrame([(0, "column", "requests", "sum")],
+                           columns=["spec", "key_kind", "key_column", "agg"]),
+        spec_services=pd.DataFrame([(0, "api")], columns=["spec", "service"]),
+        spec_weights=pd.DataFrame({"spec": pd.Series([], dtype="int64"),
+                                   "client": pd.Series([], dtype="str"),
+                                   "weight": pd.Series([], dtype="int64")}),
+        direct=pd.DataFrame({"window_start": pd.Series([], dtype="datetime64[ns, UTC]"),
+                             "window_end": pd.Series([], dtype="datetime64[ns, UTC]"),
+                             "client": pd.Series([], dtype="str"),
+                             "amount": pd.Series([], dtype="int64")}),
+        idle_pools=pd.DataFrame({"pool": pd.Series([], dtype="int64"),
+                                 "window_start": pd.Series([], dtype="datetime64[ns, UTC]"),
+                                 "window_end": pd.Series([], dtype="datetime64[ns, UTC]"),
+                                 "amount": pd.Series([], dtype="int64"),
+                                 "rule_id": pd.Series([], dtype="str"),
+                                 "method": pd.Series([], dtype="str")}),
+    )
+    con = connect()
+    con.register("u", pd.DataFrame(usage_rows, columns=["window_start", "window_end", "service",
+                                                        "client", "requests", "origin"]))
+    run_split(con, tables, "SELECT * FROM u", ["requests"])
+    got = {(int(p), str(c)): int(a) for p, c, a in
+           con.execute("SELECT pool, client, amount FROM keyed").fetchall()}
+    exp = pd.DataFrame(expected_rows, columns=["pool", "parent", "w", "client"])
+    exp = exp[exp["w"] > 0]
+    exp["part"] = split_largest_remainder(exp["pool"], exp["parent"], exp["w"], exp["client"])
+    assert got == {(int(r.pool), str(r.client)): int(r.part) for r in exp.itertuples()}

@@ -37,12 +37,13 @@ end, in one request per column instead of one per window. Periods longer than
 from __future__ import annotations
 
 import re
-from functools import reduce
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 import requests
 from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
@@ -50,7 +51,7 @@ from urllib3.util.retry import Retry
 
 from tenantcost.errors import InputError, warn
 from tenantcost.sources_config import PrometheusSource
-from tenantcost.tables import USAGE_KEY_COLUMNS, empty_usage
+from tenantcost.tables import empty_usage
 
 MAX_POINTS = 10_000
 """Most window ends per range query (Prometheus' limit is 11,000 points per series)."""
@@ -106,46 +107,63 @@ def read_prometheus_usage(
         session=session,
         timeout=source.timeout_seconds,
     )
+    pairs: dict[tuple[str, str], int] = {}
     try:
-        frames = [
-            _query_column(client, responses, source, column, window_ends, url) for column in columns
+        samples = [
+            _query_column(client, responses, source, column, window_ends, url, pairs)
+            for column in columns
         ]
     finally:
         client.close()
 
-    for column, frame in zip(columns, frames, strict=True):
-        if frame.empty:
+    for column, (_, values) in zip(columns, samples, strict=True):
+        if not len(values):
             warn(
                 f"prometheus {url} query '{column}': no data between {_iso(first_end - step)} "
                 f"and {_iso(last_end)} ({source.render(column)})"
             )
-    wide = reduce(
-        lambda left, right: left.merge(right, on=["window_end", "service", "client"], how="outer"),
-        frames,
-    )
-    if wide.empty:
+    if not pairs:
         return empty_usage(columns)
-    _report_missing(wide, columns, frames, window_ends, step, url)
 
-    present = [wide[c].notna().to_numpy() for c in columns]
-    first_column = np.select(present, [np.full(len(wide), c, dtype=object) for c in columns])
-    window_end = wide["window_end"].astype("datetime64[ns, UTC]")
-    usage = pd.DataFrame(
+    # Row key = window slot * number of pairs + rank of (service, client): sorting the keys
+    # sorts the table by window, service and client.
+    names = sorted(pairs)
+    rank = np.empty(len(pairs), dtype=np.int64)
+    rank[[pairs[name] for name in names]] = np.arange(len(names))
+    n_windows, n_pairs = len(window_ends), len(names)
+    row_keys = [(keys % n_windows) * n_pairs + rank[keys // n_windows] for keys, _ in samples]
+    rows = np.sort(np.concatenate(row_keys))  # each column's keys are unique; dedupe:
+    rows = rows[np.concatenate(([True], rows[1:] != rows[:-1]))]
+    if not len(rows):
+        return empty_usage(columns)
+    table = np.full((len(columns), len(rows)), np.nan)
+    for i, (keys, (_, values)) in enumerate(zip(row_keys, samples, strict=True)):
+        table[i, np.searchsorted(rows, keys)] = values
+    slot, pair = rows // n_pairs, rows % n_pairs
+    present = ~np.isnan(table)
+    _report_missing(present, slot, pair, names, columns, window_ends, step, url)
+
+    ends = window_ends[slot]
+    ends_text = window_ends.strftime("%Y-%m-%dT%H:%M:%SZ")
+    origins = [f"prometheus {url} query '{c}' at {t}" for c in columns for t in ends_text]
+    return pd.DataFrame(
         {
-            "window_start": window_end - step,
-            "window_end": window_end,
-            "service": wide["service"].astype("str"),
-            "client": wide["client"].astype("str"),
-            **{c: wide[c].fillna(0.0).astype("float64") for c in columns},
-            "origin": (
-                f"prometheus {url} query '"
-                + pd.Series(first_column, index=wide.index, dtype="str")
-                + "' at "
-                + window_end.dt.strftime("%Y-%m-%dT%H:%M:%SZ")
-            ).astype("str"),
+            "window_start": pd.Series(ends - step, dtype="datetime64[ns, UTC]"),
+            "window_end": pd.Series(ends, dtype="datetime64[ns, UTC]"),
+            "service": _take([s for s, _ in names], pair),
+            "client": _take([c for _, c in names], pair),
+            **{
+                c: pd.Series(np.where(present[i], table[i], 0.0), dtype="float64")
+                for i, c in enumerate(columns)
+            },
+            "origin": _take(origins, present.argmax(axis=0) * n_windows + slot),
         }
     )
-    return usage.sort_values(USAGE_KEY_COLUMNS, kind="mergesort").reset_index(drop=True)
+
+
+def _take(texts: list[str], codes: np.ndarray) -> pd.Series:
+    """``texts[codes]`` as a ``str`` column, without a Python object per row."""
+    return pd.Series(pa.array(texts, pa.large_string()).take(pa.array(codes)), dtype="str")
 
 
 # --------------------------------------------------------------------------- period
@@ -190,11 +208,16 @@ def _query_column(
     column: str,
     window_ends: pd.DatetimeIndex,
     url: str,
-) -> pd.DataFrame:
-    """One column's samples as (window_end, service, client, <column>), one row per sample."""
+    pairs: dict[tuple[str, str], int],
+) -> tuple[np.ndarray, np.ndarray]:
+    """One column's samples as (keys, values): key = pair id * number of windows + slot.
+
+    ``pairs`` maps (service, client) to a pair id shared by all columns; new pairs are added.
+    """
     query = source.render(column)
     step_seconds = str(int(source.step_timedelta.total_seconds()))
-    results: list[dict[str, Any]] = []
+    keys: list[np.ndarray] = []
+    values: list[np.ndarray] = []
     for chunk_start in range(0, len(window_ends), MAX_POINTS):
         chunk = window_ends[chunk_start : chunk_start + MAX_POINTS]
         responses.clear()
@@ -221,23 +244,26 @@ def _query_column(
                 "the answer is not a Prometheus API response (data.result is not a list)",
                 file=f"prometheus {url}",
             )
-        results.extend(data)
-    return _samples_frame(results, source, column, query, window_ends, url)
+        chunk_keys, chunk_values = _samples(data, source, column, query, window_ends, url, pairs)
+        keys.append(chunk_keys)
+        values.append(chunk_values)
+    return np.concatenate(keys), np.concatenate(values)
 
 
-def _samples_frame(
+def _samples(
     results: list[dict[str, Any]],
     source: PrometheusSource,
     column: str,
     query: str,
     window_ends: pd.DatetimeIndex,
     url: str,
-) -> pd.DataFrame:
-    """Flatten a range query's series into one row per (window end, service, client)."""
+    pairs: dict[tuple[str, str], int],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Flatten one range-query answer into (keys, values), checking labels and values."""
     where = f"query '{column}'"
     place = f"prometheus {url}"
     labels = [r.get("metric") or {} for r in results]
-    services = [m.get(source.service_label) for m in labels]
+    services = [m.get(source.service_label, "") for m in labels]
     clients = [m.get(source.client_label, "") for m in labels]
     for metric, service in zip(labels, services, strict=True):
         if not service:
@@ -248,75 +274,62 @@ def _samples_frame(
                 file=place,
                 where=where,
             )
-    values = [r.get("values") or [] for r in results]
-    lengths = np.fromiter((len(v) for v in values), dtype=np.int64, count=len(values))
-    flat = [point for series in values for point in series]
-    if not flat:
-        return pd.DataFrame(
-            {
-                "window_end": pd.Series([], dtype="datetime64[ns, UTC]"),
-                "service": pd.Series([], dtype="str"),
-                "client": pd.Series([], dtype="str"),
-                column: pd.Series([], dtype="float64"),
-            }
-        )
-    pairs = np.array(flat, dtype=object).reshape(len(flat), 2)
+    ids = [pairs.setdefault(pair, len(pairs)) for pair in zip(services, clients, strict=True)]
+    if len(set(ids)) < len(ids):
+        first: dict[int, int] = {}
+        for i, pair_id in enumerate(ids):
+            if pair_id in first:
+                raise InputError(
+                    f"two series have the same {source.service_label} '{services[i]}' and "
+                    f"{source.client_label} {_client_text(clients[i])}: "
+                    f"{_labels_text(labels[first[pair_id]])} and {_labels_text(labels[i])}; "
+                    f"aggregate the other labels away, e.g. sum by ({source.client_label}, "
+                    f"{source.service_label}) (...); query: {query}",
+                    file=place,
+                    where=where,
+                )
+            first[pair_id] = i
+    series = [r.get("values") or [] for r in results]
+    lengths = np.fromiter((len(v) for v in series), dtype=np.int64, count=len(series))
+    flat = [point for points in series for point in points]
+    seconds = np.fromiter((p[0] for p in flat), dtype="float64", count=len(flat))
     try:
-        seconds = pairs[:, 0].astype("float64")
-        numbers = pairs[:, 1].astype("str").astype("float64")
-    except ValueError as exc:
+        numbers = (
+            pc.cast(pa.array([p[1] for p in flat], type=pa.string()), pa.float64())
+            .to_numpy(zero_copy_only=False)
+            .astype("float64")
+        )
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise InputError(
             f"a value is not a number ({exc}); query: {query}", file=place, where=where
         ) from None
-    millis = np.rint(seconds * 1000).astype("int64")
-    frame = pd.DataFrame(
-        {
-            "window_end": pd.to_datetime(millis, unit="ms", utc=True).as_unit("ns"),
-            "service": np.repeat(np.array(services, dtype=object), lengths),
-            "client": np.repeat(np.array(clients, dtype=object), lengths),
-            column: numbers,
-        }
-    )
-    repeated = frame.duplicated(["window_end", "service", "client"]).to_numpy()
-    if repeated.any():
-        row = frame.iloc[int(np.flatnonzero(repeated)[0])]
-        # A long period is read in chunks, so the same series can come back once per chunk.
-        same = list(
-            dict.fromkeys(
-                _labels_text(m)
-                for m, s, c in zip(labels, services, clients, strict=True)
-                if s == row["service"] and c == row["client"]
-            )
-        )
-        raise InputError(
-            f"two series have the same {source.service_label} '{row['service']}' and "
-            f"{source.client_label} {_client_text(row['client'])}: {same[0]} and "
-            f"{same[-1]}; aggregate the other labels away, e.g. sum by ({source.client_label}, "
-            f"{source.service_label}) (...); query: {query}",
-            file=place,
-            where=where,
-        )
-    outside = ~frame["window_end"].isin(window_ends).to_numpy()
+    pair_of = np.repeat(np.asarray(ids, dtype=np.int64), lengths)
+    step_ms = int(source.step_timedelta.total_seconds()) * 1000
+    offset = np.rint(seconds * 1000).astype(np.int64) - window_ends[0].value // 1_000_000
+    slot = offset // step_ms
+    outside = (offset % step_ms != 0) | (slot < 0) | (slot >= len(window_ends))
     if outside.any():
-        at = frame["window_end"].iloc[int(np.flatnonzero(outside)[0])]
+        at = pd.Timestamp(float(seconds[int(np.flatnonzero(outside)[0])]), unit="s", tz="UTC")
         raise InputError(
-            f"Prometheus returned a sample at {_iso(at)}, which is not a window end",
+            f"Prometheus returned a sample at {at.isoformat()}, which is not a window end; "
+            f"query: {query}",
             file=place,
             where=where,
         )
-    array = frame[column].to_numpy()
-    bad = ~np.isfinite(array) | (array < 0)
+    bad = ~np.isfinite(numbers) | (numbers < 0)
     if bad.any():
-        row = frame.iloc[int(np.flatnonzero(bad)[0])]
-        problem = "NaN" if np.isnan(row[column]) else f"{row[column]!r}"
+        i = int(np.flatnonzero(bad)[0])
+        number = float(numbers[i])
+        shown = "NaN" if np.isnan(number) else repr(number)
+        service, client = services[ids.index(int(pair_of[i]))], clients[ids.index(int(pair_of[i]))]
         raise InputError(
-            f"value {problem} for {source.service_label} '{row['service']}', "
-            f"{source.client_label} {_client_text(row['client'])} at {_iso(row['window_end'])}"
-            f": usage must be a finite number >= 0; query: {query}",
+            f"value {shown} for {source.service_label} '{service}', {source.client_label} "
+            f"{_client_text(client)} at {_iso(window_ends[int(slot[i])])}: usage must be a "
+            f"finite number >= 0; query: {query}",
             file=place,
             where=where,
         )
-    return frame
+    return pair_of * len(window_ends) + slot, numbers
 
 
 def _http_error(
@@ -387,47 +400,45 @@ def _reason(exc: BaseException) -> str:
 
 
 def _report_missing(
-    wide: pd.DataFrame,
+    present: np.ndarray,
+    slot: np.ndarray,
+    pair: np.ndarray,
+    names: list[tuple[str, str]],
     columns: list[str],
-    frames: list[pd.DataFrame],
     window_ends: pd.DatetimeIndex,
     step: pd.Timedelta,
     url: str,
 ) -> None:
     """Warn, per column and service, about windows a known (service, client) pair lacks.
 
-    A pair is known when any query has a sample for it in the period. Pairs with the same
-    missing windows in the same service share one warning.
+    ``present[i, r]``: column ``i`` has a sample in row ``r``, whose window slot and pair are
+    ``slot[r]`` and ``pair[r]`` (an index into ``names``). A pair is known when any query has a
+    sample for it in the period. Pairs of one service with the same missing windows share one
+    warning.
     """
     n = len(window_ends)
-    pair_codes, pairs = pd.MultiIndex.from_frame(wide[["service", "client"]]).factorize()
-    slot = ((wide["window_end"] - window_ends[0]) // step).to_numpy(dtype=np.int64)
     first_start = window_ends[0] - step
-    for column, frame in zip(columns, frames, strict=True):
-        if frame.empty:
+    for i, column in enumerate(columns):
+        has = present[i]
+        if not has.any():
             continue  # already reported as "no data"
-        has = wide[column].notna().to_numpy()
-        counts = np.bincount(pair_codes[has], minlength=len(pairs))
+        counts = np.bincount(pair[has], minlength=len(names))
         gappy = np.flatnonzero(counts < n)
         if not len(gappy):
             continue
-        row_of = np.full(len(pairs), -1, dtype=np.int64)
+        row_of = np.full(len(names), -1, dtype=np.int64)
         row_of[gappy] = np.arange(len(gappy))
         seen = np.zeros((len(gappy), n), dtype=bool)
-        rows = row_of[pair_codes[has]]
+        rows = row_of[pair[has]]
         keep = rows >= 0
         seen[rows[keep], slot[has][keep]] = True
         patterns, pattern_of = np.unique(~seen, axis=0, return_inverse=True)
-        table = pd.DataFrame(
-            {
-                "service": pairs[gappy].get_level_values(0),
-                "client": pairs[gappy].get_level_values(1),
-                "pattern": np.asarray(pattern_of).reshape(-1),
-            }
-        )
-        for (service, pattern), group in table.groupby(["service", "pattern"], sort=True):
-            missing = np.flatnonzero(patterns[int(pattern)])
-            clients = sorted(group["client"].tolist())
+        groups: dict[tuple[str, int], list[str]] = {}
+        for pair_index, pattern in zip(gappy.tolist(), np.ravel(pattern_of).tolist(), strict=True):
+            service, client = names[pair_index]
+            groups.setdefault((service, pattern), []).append(client)
+        for (service, pattern), clients in sorted(groups.items()):
+            missing = np.flatnonzero(patterns[pattern])
             named = ", ".join(_client_text(c) for c in clients[:MAX_CLIENTS_NAMED])
             if len(clients) > MAX_CLIENTS_NAMED:
                 named += f" and {len(clients) - MAX_CLIENTS_NAMED} more"

@@ -30,13 +30,22 @@ def with_decimal_amount(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def write_outputs(result: AllocationResult, out: Path) -> list[Path]:
-    """Write clients.csv, lines.csv, residual.csv, unattributed.csv, exclusions.csv and
-    reconciliation.json into ``out`` (created if missing); return the paths written."""
+def prepare_out_dir(out: Path) -> None:
+    """Create the output folder (one clear error if that is impossible)."""
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"cannot create output folder: {exc.strerror}", file=str(out)) from None
+
+
+def write_outputs(result: AllocationResult, out: Path) -> list[Path]:
+    """Write clients.csv, residual.csv, residual_by_window.csv, unattributed.csv,
+    exclusions.csv and reconciliation.json into ``out``; return the paths written.
+
+    ``lines.csv`` (one row per client, source and window) is streamed by the allocation itself
+    when it runs with ``lines_out``; only a window-level result writes it here.
+    """
+    prepare_out_dir(out)
     doc = result_document(result)
     written: list[Path] = []
 
@@ -46,7 +55,10 @@ def write_outputs(result: AllocationResult, out: Path) -> list[Path]:
         written.append(path)
 
     csv("clients.csv", result.client_totals().assign(currency=result.currency))
-    csv("lines.csv", result.lines)
+    if result.detail == "window":
+        csv("lines.csv", result.lines)
+    elif (out / "lines.csv").exists():
+        written.append(out / "lines.csv")
     residual = pd.DataFrame(residual_summary(result))
     csv("residual.csv", residual)
     csv("residual_by_window.csv", result.residual)

@@ -38,6 +38,8 @@ def money_header(currency: str) -> dict[str, Any]:
 def client_lines(result: AllocationResult) -> pd.DataFrame:
     """Lines summed over windows: one per client, source, kind and key."""
     lines = result.lines
+    if "windows" not in lines:  # window-level lines: each row is one window
+        lines = lines.assign(windows=1)
     if lines.empty:
         return lines
     grouped = (
@@ -46,7 +48,7 @@ def client_lines(result: AllocationResult) -> pd.DataFrame:
             measure=("measure", "sum"),
             total_measure=("total_measure", "sum"),
             amount=("amount", "sum"),
-            windows=("amount", "size"),
+            windows=("windows", "sum"),
         )
         .reset_index()
     )

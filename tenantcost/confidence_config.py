@@ -1,0 +1,53 @@
+"""The ``confidence:`` section of the rule file: when a per-client figure is high, medium or low.
+
+A client's figure is only as good as the key and the data behind it. Three figures say how
+good (``tenantcost.report.confidence`` computes them); each is graded against a band:
+
+* ``key_spread``: how far the client's amount moves under the alternative keys, as a fraction
+  of its amount under the rule;
+* ``no_client_share``: the fraction of the usage of the client's services that carried no
+  client id;
+* ``missing_hours``: the fraction of the period's hours in which one of the client's shared
+  services had a cost but no usage data at all.
+
+A value up to ``high`` is graded high, up to ``medium`` medium, anything above low; the
+client's level is the worst of the three. The thresholds live in the rule file, dated with it,
+so a confidence level is as reproducible as the figure it qualifies.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Fraction = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class Band(BaseModel):
+    """Upper bounds (fractions, 0.1 = 10 %) of the high and medium grades of one figure."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    high: Fraction
+    medium: Fraction
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Band:
+        if self.high > self.medium:
+            raise ValueError(f"high ({self.high}) must not exceed medium ({self.medium})")
+        return self
+
+
+class ConfidenceThresholds(BaseModel):
+    """Grading bands for the confidence level of per-client figures (see the module doc)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    key_spread: Band = Band(high=0.10, medium=0.30)
+    no_client_share: Band = Band(high=0.01, medium=0.05)
+    missing_hours: Band = Band(high=0.01, medium=0.05)
+    spread_includes_even: bool = False
+    """Whether the ``even`` split counts in the key spread. Off by default: ``even`` ignores
+    usage, so it measures how unequal clients are, not how uncertain the measure is; the
+    sheet still shows the client's amount under ``even``."""

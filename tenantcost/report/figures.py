@@ -1,0 +1,67 @@
+"""Rounded figures that agree between the finance summary and the index.
+
+Both pages list every client and total the column, so both round the cascade to the reference
+total and each key's client column to its total (the rule's column to the cascade's
+``clients`` line) by largest remainder (:func:`tenantcost.money.round_for_display`), once, in
+one place: the two pages always agree and every column adds up.
+
+A client's own sheet is rounded on its own (its lines to its correctly rounded total), so that
+each line it shows is as close to the exact figure as possible. Where the summary's column had
+to move a client's figure by one unit to add up, :func:`adjusted` says so and the summary marks
+the cell, instead of leaving a reader to find the difference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from tenantcost.allocate import AllocationResult
+from tenantcost.money import round_for_display
+from tenantcost.reconcile import cascade
+from tenantcost.report.confidence import RULE
+
+
+@dataclass(frozen=True)
+class ShownFigures:
+    """Display units (``10**-places``) of the figures shared between pages."""
+
+    places: int
+    cascade: list[int]
+    """One per line of :func:`tenantcost.reconcile.cascade`, in its order."""
+    reference: int
+    by_key: dict[str, dict[str, int]]
+    """Key (``rule`` first) -> client -> the client's total."""
+    key_totals: dict[str, int]
+    clients_line: int
+    unattributed_line: int
+
+
+def plan(base: AllocationResult, amounts: pd.DataFrame, places: int) -> ShownFigures:
+    """Round the cascade, then every key's client column (the rule's to the clients line)."""
+    casc = cascade(base)
+    units = round_for_display([line.amount for line in casc.lines], places)
+    kinds = [line.kind for line in casc.lines]
+    clients_line = units[kinds.index("clients")]
+    by_key: dict[str, dict[str, int]] = {}
+    for key in amounts.columns:
+        column = amounts[key].astype("int64")
+        target = clients_line if key == RULE else None
+        shown = round_for_display(column.tolist(), places, total=target)
+        by_key[str(key)] = dict(zip(column.index.astype(str), shown, strict=True))
+    return ShownFigures(
+        places=places,
+        cascade=units,
+        reference=sum(units),
+        by_key=by_key,
+        key_totals={k: sum(v.values()) for k, v in by_key.items()},
+        clients_line=clients_line,
+        unattributed_line=units[kinds.index("unattributed")],
+    )
+
+
+def adjusted(shown: ShownFigures, amounts: pd.DataFrame, key: str, client: str) -> bool:
+    """Whether the summary shows ``client``'s figure under ``key`` one unit off its own rounding."""
+    alone = round_for_display([int(amounts.loc[client, key])], shown.places)[0]
+    return shown.by_key[key][client] != alone

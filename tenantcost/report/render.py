@@ -1,0 +1,293 @@
+"""Write a report pack: one sheet per client and format, the finance summary, an index.
+
+Templates are jinja2 files in the repository's ``templates/`` folder; a company brands its
+sheets with ``--templates DIR``, whose files take precedence one by one (override only
+``base.html`` or ``report.css`` and keep the rest). HTML is self-contained (CSS inlined, charts
+as inline SVG) so it can be mailed or archived as one file; the PDF is WeasyPrint's rendering
+of the same HTML, so both always show the same figures.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import jinja2
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from tenantcost.errors import InputError
+from tenantcost.report.display import format_share, format_units
+from tenantcost.report.pack import ReportPack
+from tenantcost.report.privacy import Redactor
+from tenantcost.report.sheet import ClientSheet, build_sheet, period_view, slug
+from tenantcost.report.summary import FinanceSummary, build_summary
+
+FORMATS = ("html", "pdf", "md")
+DEFAULT_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+SUMMARY_NAME = "finance-summary"
+CLIENT_DIR = "clients"
+
+
+def parse_formats(text: str) -> list[str]:
+    """``html,pdf,md`` -> a list in that order, each known, without repeats."""
+    chosen = [f.strip().lower() for f in text.split(",") if f.strip()]
+    if not chosen:
+        raise InputError("--format: give at least one of html, pdf, md")
+    for fmt in chosen:
+        if fmt not in FORMATS:
+            raise InputError(
+                f"--format: expected a comma list of {', '.join(FORMATS)}, got '{fmt}'"
+            )
+    return [f for f in FORMATS if f in chosen]
+
+
+def load_weasyprint() -> ModuleType:
+    """WeasyPrint, or a one-line error saying what to install."""
+    try:
+        import weasyprint
+    except (ImportError, OSError) as exc:
+        raise InputError(
+            f"--format pdf needs WeasyPrint and its system libraries (pango): {exc}; install "
+            "them (pip install weasyprint) or leave pdf out of --format"
+        ) from None
+    return weasyprint
+
+
+def _md_cell(value: object) -> str:
+    """A Markdown table cell: pipes escaped, line breaks flattened."""
+    return " ".join(str(value).replace("|", "\\|").split())
+
+
+def environment(kind: str, user_dir: Path | None) -> jinja2.Environment:
+    """A jinja2 environment over the user's folder (if any), then the default templates."""
+    folders = [str(user_dir)] if user_dir is not None else []
+    if not DEFAULT_TEMPLATES.is_dir():
+        raise InputError(f"the default templates folder is missing: {DEFAULT_TEMPLATES}")
+    folders.append(str(DEFAULT_TEMPLATES))
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(folders),
+        autoescape=kind == "html",
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["cell"] = _md_cell
+    return env
+
+
+def _render(env: jinja2.Environment, name: str, **context: Any) -> str:
+    try:
+        return env.get_template(name).render(**context)
+    except jinja2.TemplateNotFound as exc:
+        raise InputError(f"template not found: {exc.name}") from None
+    except jinja2.TemplateError as exc:
+        where = getattr(exc, "filename", None) or name
+        line = getattr(exc, "lineno", None)
+        raise InputError(
+            f"template error: {exc}", file=str(where), where=f"line {line}" if line else None
+        ) from None
+
+
+@dataclass(frozen=True)
+class Reproduce:
+    """The command that produces the same pack from the same inputs."""
+
+    command: str
+
+
+def reproduce_command(pack: ReportPack, out: Path) -> str:
+    inputs = pack.inputs
+    parts = ["tenantcost", "report", "--config", str(inputs.config)]
+    for path in inputs.cost_paths:
+        parts += ["--costs", str(path)]
+    for path in inputs.usage_paths:
+        parts += ["--usage", str(path)]
+    period = period_view(pack)
+    if len(period.label) == 7:
+        parts += ["--month", period.label]
+    else:
+        parts += ["--from", period.start, "--to", period.end]
+    parts += ["--out", str(out)]
+    return shlex.join(parts)
+
+
+def _pdf(weasyprint: ModuleType, html: str, target: Path) -> None:
+    logging.getLogger("weasyprint").setLevel(logging.ERROR)
+    logging.getLogger("fontTools").setLevel(logging.ERROR)
+    weasyprint.HTML(string=html, base_url=str(target.parent)).write_pdf(str(target))
+
+
+@dataclass
+class Writer:
+    """Renders and writes the files of one pack, reporting each step to ``tick``."""
+
+    pack: ReportPack
+    out: Path
+    formats: Sequence[str]
+    templates: Path | None
+    tick: Callable[[str], None]
+
+    def __post_init__(self) -> None:
+        self.html_env = environment("html", self.templates)
+        self.md_env = environment("md", self.templates)
+        self.weasyprint = load_weasyprint() if "pdf" in self.formats else None
+        self.written: list[Path] = []
+
+    def _write(self, path: Path, text: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        self.written.append(path)
+
+    def _emit(self, stem: Path, html_name: str, md_name: str, **context: Any) -> None:
+        html = _render(self.html_env, html_name, **context)
+        if "html" in self.formats:
+            self._write(stem.with_suffix(".html"), html)
+            self.tick(f"{stem.name}.html")
+        if "pdf" in self.formats:
+            assert self.weasyprint is not None
+            target = stem.with_suffix(".pdf")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _pdf(self.weasyprint, html, target)
+            self.written.append(target)
+            self.tick(f"{stem.name}.pdf")
+        if "md" in self.formats:
+            self._write(stem.with_suffix(".md"), _render(self.md_env, md_name, **context))
+            self.tick(f"{stem.name}.md")
+
+    def run(self) -> list[Path]:
+        pack = self.pack
+        slugs = _unique_slugs(pack.clients)
+        files = {c: f"{CLIENT_DIR}/{slugs[c]}" for c in pack.clients}
+        command = reproduce_command(pack, self.out)
+        sheets: list[ClientSheet] = []
+        for client in pack.clients:  # one sheet per client, each in every format
+            sheet = build_sheet(pack, client, slugs[client])
+            sheets.append(sheet)
+            redact = Redactor(c for c in pack.known_clients if c != client)
+            self._emit(
+                self.out / files[client],
+                "client_sheet.html",
+                "client_sheet.md",
+                sheet=sheet,
+                reproduce=Reproduce(redact(f"{command} --client {shlex.quote(client)}")),
+            )
+        html_links = {c: f"{files[c]}.html" for c in pack.clients} if "html" in self.formats else {}
+        summary = build_summary(pack, html_links)
+        self._emit(
+            self.out / SUMMARY_NAME,
+            "finance_summary.html",
+            "finance_summary.md",
+            summary=summary,
+            reproduce=Reproduce(command),
+        )
+        self._write(
+            self.out / "index.html",
+            _render(
+                self.html_env,
+                "index.html",
+                index=_index(pack, sheets, summary, files, self.formats),
+                reproduce=Reproduce(command),
+            ),
+        )
+        self.tick("index.html")
+        return self.written
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    client: str
+    total: str
+    confidence: str
+    links: list[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class IndexPage:
+    summary: FinanceSummary
+    rows: list[IndexRow]
+    total: str
+    summary_links: list[tuple[str, str]]
+    unattributed_share: str
+
+
+def _index(
+    pack: ReportPack,
+    sheets: list[ClientSheet],
+    summary: FinanceSummary,
+    files: dict[str, str],
+    formats: Sequence[str],
+) -> IndexPage:
+    shown = pack.shown
+    labels = {"html": "HTML", "pdf": "PDF", "md": "Markdown"}
+    rows = [
+        IndexRow(
+            client,
+            format_units(shown.by_key["rule"][client], pack.places),
+            pack.confidence[client].level,
+            [(labels[f], f"{files[client]}.{f}") for f in formats] if client in files else [],
+        )
+        for client in pack.all_clients
+    ]
+    unattributed = int(pack.base.unattributed["amount"].sum())
+    bound = int(pack.base.lines["amount"].sum()) + unattributed
+    return IndexPage(
+        summary=summary,
+        rows=rows,
+        total=format_units(shown.clients_line, pack.places),
+        summary_links=[(labels[f], f"{SUMMARY_NAME}.{f}") for f in formats],
+        unattributed_share=format_share(unattributed / bound) if bound else "-",
+    )
+
+
+def _unique_slugs(clients: Sequence[str]) -> dict[str, str]:
+    """File names per client: the slug, with -2, -3... when two ids slug alike."""
+    out: dict[str, str] = {}
+    used: set[str] = set()
+    for client in sorted(clients):
+        base = slug(client)
+        name, n = base, 1
+        while name.lower() in used:
+            n += 1
+            name = f"{base}-{n}"
+        used.add(name.lower())
+        out[client] = name
+    return out
+
+
+def write_pack(
+    pack: ReportPack,
+    out: Path,
+    formats: Sequence[str],
+    templates: Path | None = None,
+    progress: bool | None = None,
+) -> list[Path]:
+    """Render every file of the pack into ``out``; a progress bar on a terminal's stderr."""
+    if templates is not None and not templates.is_dir():
+        raise InputError("--templates: not a folder", file=str(templates))
+    steps = (len(pack.clients) + 1) * len(formats) + 1
+    show = sys.stderr.isatty() if progress is None else progress
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=not show,
+        transient=False,
+    ) as bar:
+        task = bar.add_task("rendering", total=steps)
+
+        def tick(name: str) -> None:
+            bar.update(task, advance=1, description=f"rendering {name}")
+
+        writer = Writer(pack, out, formats, templates, tick)
+        return writer.run()

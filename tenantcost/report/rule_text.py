@@ -1,0 +1,148 @@
+"""The rule in plain language, as it applies to one client.
+
+A client defends its figure by reading how it was made: which key splits which workload and
+why, what is in scope, what was left out and why, and how idle capacity is treated. The text is
+built from the rule versions in force and the workloads actually seen in the period, and only
+ever says what concerns the reader: direct entries of other clients and other clients' weights
+are left out, and every free-text string passes the sheet's redactor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tenantcost.allocate import AllocationResult
+from tenantcost.reconcile import exclusion_summary
+from tenantcost.report.display import key_label
+from tenantcost.rules import EVEN, Key, RuleVersion, WeightsKey
+
+
+@dataclass(frozen=True)
+class RuleText:
+    """One rule version, described for one client."""
+
+    id: str
+    effective_from: str
+    why: str
+    splits: list[str] = field(default_factory=list)
+    direct: list[str] = field(default_factory=list)
+    idle: str = ""
+    unmatched: str = ""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What is in and out of the client perimeter in the period."""
+
+    rules: list[RuleText]
+    not_charged: list[str]
+    excluded: list[tuple[str, str]]
+    """(workload, reason) of every excluded workload seen in the period."""
+
+
+def _match(match: dict[str, str | list[str]]) -> str:
+    if not match:
+        return "every remaining cost row"
+    parts = []
+    for prop, pattern in match.items():
+        values = pattern if isinstance(pattern, list) else [pattern]
+        parts.append(f"{prop} {' or '.join(values)}")
+    return "workloads with " + ", ".join(parts)
+
+
+def _key_phrase(key: Key, client: str, where: str = "on the service") -> str:
+    if isinstance(key, WeightsKey):
+        mine = key.weights.get(client)
+        yours = f"your weight is {mine:g}" if mine is not None else "you have no weight in it"
+        return f"by fixed contractual weights ({yours})"
+    if key == EVEN:
+        return f"in equal parts among the clients with usage {where} in each hour"
+    label = key_label(key)
+    return (
+        f"by {label} (usage column {key}): each client's {label} as a share of all {label} "
+        f"{where} in each hour"
+    )
+
+
+IDLE_TEXT = {
+    "keep": (
+        "Idle capacity (node capacity no workload requested) is not charged to clients: it "
+        "stays on a line of its own, owned by the cluster operator."
+    ),
+    "proportional": (
+        "Idle capacity is shared among clients in proportion to each client's cost in each "
+        "hour; your part is the line 'idle' above."
+    ),
+    "even": (
+        "Idle capacity is shared in equal parts among the clients with a cost in each hour; "
+        "your part is the line 'idle' above."
+    ),
+}
+UNMATCHED_TEXT = {
+    "error": "Every cost row must match an entry of the rule; the run fails otherwise.",
+    "unattributed": (
+        "A cost row that matches no entry is reported as unclassified and charged to nobody."
+    ),
+}
+
+
+def describe_version(
+    version: RuleVersion, client: str, redact: Callable[[str], str], currency: str
+) -> RuleText:
+    """One rule version as sentences for ``client``."""
+    splits = []
+    direct = []
+    for j, w in enumerate(version.workloads):
+        if w.class_ == "shared" and w.key is not None:
+            splits.append(
+                redact(
+                    f"{version.source_name(j)} ({_match(dict(w.match))}; service {w.service}): "
+                    f"split {_key_phrase(w.key, client)}."
+                )
+            )
+        elif w.class_ == "direct" and w.client == client:
+            direct.append(redact(f"{_match(dict(w.match))}: charged to you alone."))
+        elif w.class_ == "direct" and w.client_from:
+            direct.append(
+                redact(
+                    f"{_match(dict(w.match))}: charged directly to the client named by their "
+                    f"{w.client_from}."
+                )
+            )
+    for e in version.external:
+        services = e.services or version.shared_services
+        where = f"on {' and '.join(services)} together" if services else "on no service"
+        splits.append(
+            redact(
+                f"{e.name} (external cost not seen by OpenCost, {e.amount} {currency} per "
+                f"{e.per}): split {_key_phrase(e.key, client, where)}."
+            )
+        )
+    return RuleText(
+        id=redact(version.id),
+        effective_from=version.effective_from.date().isoformat(),
+        why=redact(version.description or "(the rule file gives no description)"),
+        splits=splits,
+        direct=direct,
+        idle=IDLE_TEXT[version.idle],
+        unmatched=UNMATCHED_TEXT[version.unmatched],
+    )
+
+
+def scope(result: AllocationResult, client: str, redact: Callable[[str], str]) -> Scope:
+    """The rule versions of the period and the residual and excluded workloads seen in it."""
+    residual = result.residual
+    labels = {"overhead": "overhead (shared operation)", "reserve": "reserve (capacity kept free)"}
+    not_charged = []
+    for cls, label in labels.items():
+        names = sorted(residual.loc[residual["class"] == cls, "name"].astype(str).unique())
+        if names:
+            not_charged.append(redact(f"{label}: {', '.join(names)}"))
+    return Scope(
+        rules=[describe_version(v, client, redact, result.currency) for v in result.rules],
+        not_charged=not_charged,
+        excluded=[
+            (redact(str(e["name"])), redact(str(e["reason"]))) for e in exclusion_summary(result)
+        ],
+    )

@@ -1,0 +1,351 @@
+"""One client's cost sheet, as display-ready data: every figure a person needs to defend it.
+
+The sheet shows the client's own figures and aggregates of the cluster, never another client:
+lines and charts are filtered to the client, the key comparison shows only this client's
+amount under each key, and free text is redacted (:mod:`tenantcost.report.privacy`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from tenantcost.reconcile import unattributed_summary
+from tenantcost.report.changes import RuleChange
+from tenantcost.report.charts import Bar, bar_chart
+from tenantcost.report.confidence import RULE, ClientConfidence, Criterion
+from tenantcost.report.display import (
+    format_amount,
+    format_column,
+    format_measure,
+    format_rate,
+    format_share,
+    key_label,
+    period_label,
+    unit_basis,
+)
+from tenantcost.report.pack import ReportPack
+from tenantcost.report.privacy import Redactor
+from tenantcost.report.provenance import Provenance
+from tenantcost.report.rule_text import Scope, scope
+from tenantcost.rules import EVEN
+from tenantcost.writers.json_output import client_lines
+
+KIND_ORDER = {"shared": 0, "external": 1, "direct": 2, "idle": 3}
+KIND_LABELS = {
+    "shared": "shared workload",
+    "external": "external cost",
+    "direct": "your workload",
+    "idle": "distributed idle",
+}
+
+
+@dataclass(frozen=True)
+class Period:
+    """The period as shown: its label, bounds and how much data it held."""
+
+    label: str
+    start: str
+    end: str
+    hours: str
+    windows: int
+    coverage: str
+    """Says how much of the period the cost data covers, when not all of it; else empty."""
+
+
+@dataclass(frozen=True)
+class SheetLine:
+    source: str
+    kind: str
+    key: str
+    measure: str
+    total_measure: str
+    share: str
+    pool: str
+    amount: str
+    unit_cost: str
+    unit_basis: str
+
+
+@dataclass(frozen=True)
+class Row:
+    """A labelled figure (label, figure, detail) for small tables."""
+
+    label: str
+    value: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class CriterionView:
+    name: str
+    figure: str
+    grade: str
+    thresholds: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class KeyRow:
+    key: str
+    label: str
+    amount: str
+    change: str
+    counted: str
+
+
+@dataclass(frozen=True)
+class ConfidenceView:
+    level: str
+    criteria: list[CriterionView]
+    keys: list[KeyRow]
+    chart: str
+
+
+@dataclass(frozen=True)
+class NoticeView:
+    title: str
+    text: str
+    rows: list[Row]
+
+
+@dataclass(frozen=True)
+class UnattributedView:
+    client_bound: str
+    total: str
+    share: str
+    rows: list[Row]
+
+
+@dataclass(frozen=True)
+class ClientSheet:
+    """Everything the client sheet templates print, already formatted."""
+
+    client: str
+    slug: str
+    currency: str
+    places: int
+    period: Period
+    total: str
+    lines: list[SheetLine]
+    sources_chart: str
+    scope: Scope
+    unattributed: UnattributedView
+    confidence: ConfidenceView
+    notices: list[NoticeView]
+    provenance: Provenance
+
+
+def period_view(pack: ReportPack) -> Period:
+    base = pack.base
+    return Period(
+        label=period_label(base.period.start, base.period.end),
+        start=base.period.start.isoformat().replace("+00:00", "Z"),
+        end=base.period.end.isoformat().replace("+00:00", "Z"),
+        hours=format_measure(base.hours),
+        windows=base.windows,
+        coverage=(
+            f"the cost data covers {format_measure(base.hours)} h of the period's "
+            f"{format_measure(base.period.hours)} h"
+            if abs(base.period.hours - base.hours) > 1e-9
+            else ""
+        ),
+    )
+
+
+def pools(pack: ReportPack) -> pd.Series:
+    """Each (kind, source)'s cost over the period: every client's part plus its unattributed."""
+    lines = pack.base.lines.groupby(["kind", "source"], observed=True)["amount"].sum()
+    gaps = pack.base.unattributed.groupby(["kind", "source"], observed=True)["amount"].sum()
+    return lines.add(gaps, fill_value=0).astype("int64")
+
+
+def _lines(pack: ReportPack, mine: pd.DataFrame, pool: pd.Series) -> tuple[list[SheetLine], str]:
+    mine = mine.assign(order=mine["kind"].map(KIND_ORDER)).sort_values(
+        ["order", "source", "key"], kind="mergesort"
+    )
+    amounts, total = format_column(mine["amount"].astype("int64").tolist(), pack.places)
+    out = []
+    for line, amount in zip(mine.itertuples(index=False), amounts, strict=True):
+        keyed = line.kind in ("shared", "external")
+        basis = unit_basis(str(line.key)) if keyed else None
+        rate = "-"
+        if basis is not None and line.measure > 0:
+            rate = format_rate(line.amount / (line.measure / basis[1]), pack.places)
+        pool_amount = pool.get((line.kind, line.source))
+        share = line.share if keyed else (1.0 if line.kind == "direct" else math.nan)
+        if line.kind == "idle" and pool_amount:
+            share = line.amount / pool_amount
+        out.append(
+            SheetLine(
+                source=str(line.source),
+                kind=KIND_LABELS.get(str(line.kind), str(line.kind)),
+                key=key_label(str(line.key)) if line.key else "-",
+                measure=format_measure(line.measure) if keyed else "-",
+                total_measure=format_measure(line.total_measure) if keyed else "-",
+                share=format_share(share),
+                pool=(
+                    format_amount(int(pool_amount), pack.places)
+                    if pool_amount is not None and line.kind != "direct"
+                    else "-"
+                ),
+                amount=amount,
+                unit_cost=rate,
+                unit_basis=basis[0] if basis is not None and rate != "-" else "",
+            )
+        )
+    return out, total
+
+
+def _criterion(c: Criterion, figure: str, detail: str) -> CriterionView:
+    return CriterionView(
+        name=c.name,
+        figure=figure,
+        grade=c.grade,
+        thresholds=(
+            f"high up to {format_share(c.band.high)}, medium up to {format_share(c.band.medium)}"
+        ),
+        detail=detail,
+    )
+
+
+def _confidence(pack: ReportPack, client: str, conf: ClientConfidence) -> ConfidenceView:
+    row = pack.amounts.loc[client]
+    rule = int(row[RULE])
+    shown = {k: format_amount(int(row[k]), pack.places) for k in [RULE, *pack.keys]}
+    name = {RULE: "the rule as written"} | {k: f"{key_label(k)} everywhere" for k in pack.keys}
+    keys = []
+    bars = []
+    for key in [RULE, *pack.keys]:
+        amount = int(row[key])
+        change = "-" if key == RULE else (format_share((amount - rule) / rule) if rule else "n/a")
+        if change not in ("-", "n/a") and amount > rule:
+            change = "+" + change
+        counted = "yes" if key == RULE or key in conf.spread_keys else "no (ignores usage)"
+        keys.append(KeyRow(key, name[key], shown[key], change, counted))
+        label = name[key] + (" (applied)" if key == RULE else "")
+        bars.append(Bar(label, amount, shown[key], key == RULE))
+    counted_amounts = {k: int(row[k]) for k in [RULE, *conf.spread_keys]}
+    low = min(counted_amounts, key=lambda k: counted_amounts[k])
+    high = max(counted_amounts, key=lambda k: counted_amounts[k])
+    spread_detail = (
+        f"From {shown[low]} ({name[low]}) to {shown[high]} ({name[high]}), relative to your "
+        "amount under the rule."
+        if len(counted_amounts) > 1
+        else "No alternative key: the usage data has no measure to compare with."
+    )
+    if EVEN in pack.keys and EVEN not in conf.spread_keys:
+        spread_detail += " The even split is shown but not counted: it ignores usage."
+    nc = conf.no_client_by_service
+    nc_detail = (
+        "; ".join(f"{s}: {format_share(v)}" for s, v in nc.items())
+        if nc
+        else "No usage of shared services in the period."
+    )
+    mh = conf.missing_hours_by_service
+    hours = format_measure(pack.base.hours)
+    mh_detail = (
+        "; ".join(f"{s}: {format_measure(v)} h of {hours} h" for s, v in mh.items())
+        if mh
+        else "No shared service in your figure."
+    )
+    criteria = [
+        _criterion(conf.spread, format_share(conf.spread.value), spread_detail),
+        _criterion(conf.no_client, format_share(conf.no_client.value), nc_detail),
+        _criterion(conf.missing, format_share(conf.missing.value), mh_detail),
+    ]
+    chart = bar_chart(
+        "keys-chart",
+        "Your amount under each key",
+        f"Your amount in {pack.base.currency} under the rule as written and with each "
+        "alternative key applied to every split; only your own figures.",
+        bars,
+    )
+    return ConfidenceView(conf.level, criteria, keys, chart)
+
+
+def _notices(
+    pack: ReportPack, changes: list[RuleChange], client: str, redact: Redactor
+) -> list[NoticeView]:
+    out = []
+    for change in changes:
+        rows = []
+        for column in change.columns:
+            if column.amounts is None:
+                rows.append(Row(redact(column.label), "not computable", redact(column.reason)))
+            else:
+                value = int(column.amounts.get(client, 0))
+                rows.append(Row(redact(column.label), format_amount(value, pack.places)))
+        out.append(NoticeView(redact(change.title), redact(change.text), rows))
+    return out
+
+
+def _unattributed(pack: ReportPack, redact: Redactor) -> UnattributedView:
+    items = unattributed_summary(pack.base)
+    amounts, total = format_column([int(i["amount"]) for i in items], pack.places)
+    unattributed = sum(int(i["amount"]) for i in items)
+    bound = int(pack.base.lines["amount"].sum()) + unattributed
+    rows = [
+        Row(redact(f"{i['source']} ({i['kind']})"), amount, str(i["cause"]))
+        for i, amount in zip(items, amounts, strict=True)
+    ]
+    return UnattributedView(
+        client_bound=format_amount(bound, pack.places),
+        total=total,
+        share=format_share(unattributed / bound) if bound else "-",
+        rows=rows,
+    )
+
+
+def slug(client: str) -> str:
+    """A file-name-safe form of a client id (the id itself stays in the page)."""
+    import re
+
+    text = re.sub(r"[^A-Za-z0-9._-]+", "-", client).strip("-.")
+    return text or "client"
+
+
+def build_sheet(pack: ReportPack, client: str, file_slug: str | None = None) -> ClientSheet:
+    """The sheet of one client of the pack."""
+    redact = Redactor(c for c in pack.known_clients if c != client)
+    grouped = client_lines(pack.base)
+    mine = grouped[grouped["client"] == client] if not grouped.empty else grouped
+    lines, total = _lines(pack, mine, pools(pack))
+    chart = bar_chart(
+        "sources-chart",
+        "Your cost by source",
+        f"Your amount in {pack.base.currency} per source (shared workload, external cost, "
+        "direct workload, distributed idle).",
+        [
+            Bar(
+                redact(f"{line.source} ({line.kind})"),
+                float(line.amount.replace(",", "")),
+                line.amount,
+            )
+            for line in lines
+        ],
+    )
+    prov = pack.provenance
+    provenance = Provenance(
+        inputs=[type(f)(f.role, redact(f.path), f.sha256) for f in prov.inputs],
+        rules=[(redact(i), d) for i, d in prov.rules],
+        version=prov.version,
+        generated_at=prov.generated_at,
+    )
+    return ClientSheet(
+        client=client,
+        slug=file_slug or slug(client),
+        currency=pack.base.currency,
+        places=pack.places,
+        period=period_view(pack),
+        total=total,
+        lines=[SheetLine(**{**line.__dict__, "source": redact(line.source)}) for line in lines],
+        sources_chart=chart,
+        scope=scope(pack.base, client, redact),
+        unattributed=_unattributed(pack, redact),
+        confidence=_confidence(pack, client, pack.confidence[client]),
+        notices=_notices(pack, pack.changes, client, redact),
+        provenance=provenance,
+    )

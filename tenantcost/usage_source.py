@@ -1,0 +1,274 @@
+"""Where the allocation reads usage from, one time chunk at a time.
+
+Two sources share one interface, so the same allocation code runs on a 6-row CSV and on a
+100-million-row month:
+
+* :class:`FrameUsage` wraps a canonical usage table already in memory (read and validated by
+  :func:`tenantcost.readers.usage.read_usage`, or produced by the Prometheus reader);
+* :class:`ParquetUsage` scans Parquet files, folders or hive-partitioned datasets with DuckDB,
+  reading only the needed columns and the row groups (and ``date=`` partitions) of the chunk,
+  and validates each chunk as it goes (errors name the file and the record number).
+
+Each source materialises one chunk into the DuckDB temp table ``chunk_usage`` with the
+canonical columns (``window_start, window_end, service, client``, the metrics, ``origin``).
+"""
+
+from __future__ import annotations
+
+import difflib
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from tenantcost.errors import InputError
+from tenantcost.readers.costs import expand_paths
+from tenantcost.split import quote
+from tenantcost.tables import USAGE_KEY_COLUMNS, metric_columns
+
+
+def timestamp_literal(ts: pd.Timestamp) -> str:
+    """A DuckDB TIMESTAMPTZ literal for a UTC timestamp."""
+    return f"TIMESTAMPTZ '{ts.tz_convert('UTC').strftime('%Y-%m-%d %H:%M:%S.%f')}+00'"
+
+
+class UsageSource(ABC):
+    """Usage, readable per time chunk."""
+
+    origin: str
+    metrics: list[str]
+
+    @abstractmethod
+    def services(self, con: duckdb.DuckDBPyConnection) -> list[str]:
+        """Every service named in the usage (to check the rules against it)."""
+
+    @abstractmethod
+    def materialise(
+        self, con: duckdb.DuckDBPyConnection, start: pd.Timestamp, end: pd.Timestamp
+    ) -> int:
+        """Create ``chunk_usage`` with the rows whose window starts in ``[start, end)``.
+
+        Returns the number of rows.
+        """
+
+    @abstractmethod
+    def count_outside(
+        self, con: duckdb.DuckDBPyConnection, start: pd.Timestamp, end: pd.Timestamp
+    ) -> int:
+        """How many usage rows have a window starting outside ``[start, end)``."""
+
+    def windows(self, con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+        """The distinct windows of the current chunk, with the origin of one row of each."""
+        frame = con.execute(
+            "SELECT window_start, window_end, min(origin) AS origin FROM chunk_usage "
+            "GROUP BY ALL ORDER BY window_start, window_end"
+        ).df()
+        for column in ("window_start", "window_end"):
+            frame[column] = frame[column].astype("datetime64[ns, UTC]")
+        return frame
+
+
+class FrameUsage(UsageSource):
+    """A canonical usage table in memory (already validated by its reader)."""
+
+    def __init__(self, frame: pd.DataFrame, origin: str = "usage") -> None:
+        self.frame = frame
+        self.origin = origin
+        self.metrics = metric_columns(frame)
+
+    def services(self, con: duckdb.DuckDBPyConnection) -> list[str]:
+        return sorted(self.frame["service"].unique().tolist())
+
+    def count_outside(
+        self, con: duckdb.DuckDBPyConnection, start: pd.Timestamp, end: pd.Timestamp
+    ) -> int:
+        ws = self.frame["window_start"]
+        return int(((ws < start) | (ws >= end)).sum())
+
+    def materialise(
+        self, con: duckdb.DuckDBPyConnection, start: pd.Timestamp, end: pd.Timestamp
+    ) -> int:
+        con.register("usage_frame", self.frame)
+        columns = ", ".join(quote(c) for c in [*USAGE_KEY_COLUMNS, *self.metrics, "origin"])
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE chunk_usage AS SELECT {columns} FROM usage_frame "
+            f"WHERE window_start >= {timestamp_literal(start)} "
+            f"AND window_start < {timestamp_literal(end)}"
+        )
+        con.unregister("usage_frame")
+        row = con.execute("SELECT count(*) FROM chunk_usage").fetchone()
+        return int(row[0]) if row else 0
+
+
+_NUMERIC_PREFIXES = (
+    "TINYINT",
+    "SMALLINT",
+    "INTEGER",
+    "BIGINT",
+    "HUGEINT",
+    "UTINYINT",
+    "USMALLINT",
+    "UINTEGER",
+    "UBIGINT",
+    "FLOAT",
+    "DOUBLE",
+    "DECIMAL",
+    "REAL",
+)
+
+
+class ParquetUsage(UsageSource):
+    """Parquet usage (files, folders, hive-partitioned datasets), scanned by DuckDB per chunk."""
+
+    def __init__(self, paths: Sequence[str | Path], con: duckdb.DuckDBPyConnection) -> None:
+        found = expand_paths(paths, (".parquet",), "usage")
+        self.files = [str(f) for f, _ in found]
+        self.origin = ", ".join(str(p) for p in paths)
+        self.partitions = sorted(
+            {
+                part.split("=", 1)[0]
+                for f, folder in found
+                if folder is not None
+                for part in f.relative_to(folder).parts[:-1]
+                if "=" in part
+            }
+            - set(USAGE_KEY_COLUMNS)
+        )
+        file_list = "[" + ", ".join(_literal(f) for f in self.files) + "]"
+        hive = "true" if self.partitions else "false"
+        self.scan = (
+            f"read_parquet({file_list}, hive_partitioning = {hive}, union_by_name = true, "
+            "filename = true, file_row_number = true)"
+        )
+        try:
+            schema = con.execute(f"DESCRIBE SELECT * FROM {self.scan}").fetchall()
+        except duckdb.Error as exc:
+            raise InputError(f"cannot read Parquet: {_first_line(exc)}", file=self.origin) from None
+        types = {str(name): str(kind) for name, kind, *_ in schema}
+        present = [c for c in types if c not in ("filename", "file_row_number", *self.partitions)]
+        for column in USAGE_KEY_COLUMNS:
+            if column not in present:
+                close = difflib.get_close_matches(column, present, n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                raise InputError(
+                    f"required column is missing{hint}; the files have: {', '.join(present)}",
+                    file=self.files[0],
+                    column=column,
+                )
+        self.metrics = [c for c in present if c not in USAGE_KEY_COLUMNS and c != "origin"]
+        if not self.metrics:
+            raise InputError("no metric columns besides the key columns", file=self.files[0])
+        for metric in self.metrics:
+            if not types[metric].upper().startswith(_NUMERIC_PREFIXES):
+                raise InputError(
+                    f"metric column must be numeric, found Parquet type {types[metric]}",
+                    file=self.files[0],
+                    column=metric,
+                )
+        self.date_partition = "date" in self.partitions
+
+    def services(self, con: duckdb.DuckDBPyConnection) -> list[str]:
+        rows = con.execute(
+            f"SELECT DISTINCT CAST(service AS VARCHAR) FROM {self.scan} WHERE service IS NOT NULL"
+        ).fetchall()
+        return sorted(str(r[0]) for r in rows)
+
+    def count_outside(
+        self, con: duckdb.DuckDBPyConnection, start: pd.Timestamp, end: pd.Timestamp
+    ) -> int:
+        row = con.execute(
+            f"SELECT count(*) FROM {self.scan} WHERE CAST(window_start AS TIMESTAMPTZ) < "
+            f"{timestamp_literal(start)} OR CAST(window_start AS TIMESTAMPTZ) >= "
+            f"{timestamp_literal(end)}"
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def materialise(
+        self, con: duckdb.DuckDBPyConnection, start: pd.Timestamp, end: pd.Timestamp
+    ) -> int:
+        where = (
+            f"CAST(window_start AS TIMESTAMPTZ) >= {timestamp_literal(start)} "
+            f"AND CAST(window_start AS TIMESTAMPTZ) < {timestamp_literal(end)}"
+        )
+        if self.date_partition:
+            # Prune date=YYYY-MM-DD partitions before reading any row group.
+            first = start.tz_convert("UTC").date() - pd.Timedelta(days=1)
+            last = end.tz_convert("UTC").date()
+            where += f" AND CAST(date AS DATE) BETWEEN DATE '{first}' AND DATE '{last}'"
+        metrics = ", ".join(f"CAST({quote(m)} AS DOUBLE) AS {quote(m)}" for m in self.metrics)
+        con.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE chunk_usage AS
+            SELECT CAST(window_start AS TIMESTAMPTZ) AS window_start,
+                   CAST(window_end AS TIMESTAMPTZ) AS window_end,
+                   CAST(service AS VARCHAR) AS service,
+                   coalesce(CAST(client AS VARCHAR), '') AS client,
+                   {metrics},
+                   filename || ':row ' || (file_row_number + 1) AS origin
+            FROM {self.scan} WHERE {where}
+            """
+        )
+        self._validate(con)
+        row = con.execute("SELECT count(*) FROM chunk_usage").fetchone()
+        return int(row[0]) if row else 0
+
+    def _validate(self, con: duckdb.DuckDBPyConnection) -> None:
+        """The checks the CSV reader makes, as SQL over the chunk (first bad row wins)."""
+        checks: list[tuple[str, str, str]] = [
+            (
+                "service IS NULL OR trim(service) = ''",
+                "service",
+                "service is empty: every usage row must name the service it measures",
+            ),
+            ("window_end <= window_start", "window_end", "window_end is not after window_start"),
+        ]
+        for m in self.metrics:
+            q = quote(m)
+            checks.append(
+                (
+                    f"{q} IS NULL OR isnan({q})",
+                    m,
+                    "usage value is missing: every metric needs a number >= 0",
+                )
+            )
+            checks.append((f"{q} < 0 OR isinf({q})", m, "usage value must be finite and >= 0"))
+        for condition, column, message in checks:
+            row = con.execute(
+                f"SELECT origin FROM chunk_usage WHERE {condition} ORDER BY origin LIMIT 1"
+            ).fetchone()
+            if row:
+                file, _, where = str(row[0]).rpartition(":")
+                raise InputError(message, file=file, where=where, column=column)
+        dup = con.execute(
+            "SELECT min(origin), max(origin), service, client FROM chunk_usage "
+            "GROUP BY window_start, window_end, service, client HAVING count(*) > 1 "
+            "ORDER BY 1 LIMIT 1"
+        ).fetchone()
+        if dup:
+            raise InputError(
+                f"duplicate usage row: same window, service '{dup[2]}' and client '{dup[3]}' "
+                f"as {dup[1]}",
+                file=str(dup[0]).rpartition(":")[0],
+                where=str(dup[0]).rpartition(":")[2],
+                column="client",
+            )
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def open_usage(paths: Sequence[str | Path], con: duckdb.DuckDBPyConnection) -> UsageSource:
+    """Parquet-only inputs are scanned per chunk; anything with CSV is read into memory."""
+    from tenantcost.readers.usage import read_usage
+
+    files = expand_paths(paths, (".csv", ".parquet"), "usage")
+    if files and all(f.suffix.lower() == ".parquet" for f, _ in files):
+        return ParquetUsage(paths, con)
+    return FrameUsage(read_usage(paths), origin=", ".join(str(p) for p in paths))
