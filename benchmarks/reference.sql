@@ -180,52 +180,54 @@ JOIN pools p
 WHERE key_w(p.key, u.w_requests, u.w_cpu_seconds, u.w_even) > 0
 GROUP BY p.pool, u.client;
 
--- 3. Largest-remainder split, as a macro over (group, client, w, P) rows ------------------------
+-- 3. Largest-remainder split, as a macro over rows (grp, client, w, P, ...) ------------------
+-- Returns the input rows with their `part`; parts of a group sum to its P exactly.
 CREATE OR REPLACE TEMP MACRO largest_remainder(rows_table) AS TABLE
 WITH totals AS (
     SELECT grp, sum(w) AS W FROM query_table(rows_table) GROUP BY grp
-), q AS (
-    SELECT r.grp, r.client, r.P,
-           r.P::DOUBLE * (r.w::DOUBLE / t.W::DOUBLE) AS quota
-    FROM query_table(rows_table) r JOIN totals t USING (grp)
 ), b AS (
-    SELECT grp, client, P, floor(quota)::BIGINT AS base, quota - floor(quota) AS frac FROM q
-), rem AS (
+    SELECT r.*, floor(r.P::DOUBLE * (r.w::DOUBLE / t.W::DOUBLE))::BIGINT AS base,
+           r.P::DOUBLE * (r.w::DOUBLE / t.W::DOUBLE)
+             - floor(r.P::DOUBLE * (r.w::DOUBLE / t.W::DOUBLE)) AS frac
+    FROM query_table(rows_table) r JOIN totals t ON r.grp = t.grp
+), remainders AS (
     SELECT grp, any_value(P) - sum(base) AS R FROM b GROUP BY grp
+), ranked AS (
+    SELECT b.*, row_number() OVER (PARTITION BY grp ORDER BY frac DESC, client ASC) AS rnk
+    FROM b
 )
-SELECT b.grp, b.client,
-       (b.base + CASE WHEN row_number() OVER (PARTITION BY b.grp ORDER BY b.frac DESC, b.client)
-                           <= rem.R THEN 1 ELSE 0 END)::BIGINT AS part
-FROM b JOIN rem USING (grp);
+SELECT ranked.* EXCLUDE (base, frac, rnk),
+       (base + CASE WHEN rnk <= m.R THEN 1 ELSE 0 END)::BIGINT AS part
+FROM ranked JOIN remainders m ON ranked.grp = m.grp;
 
 CREATE OR REPLACE TEMP VIEW split_input AS
-SELECT r.pool AS grp, r.client, r.w, p.amount AS P
+SELECT r.pool AS grp, r.client, r.w, p.amount AS P, p.window_start, p.kind
 FROM recipients r JOIN pools p USING (pool);
 
 CREATE OR REPLACE TEMP TABLE parts AS
-SELECT grp AS pool, client, part FROM largest_remainder('split_input');
+SELECT grp AS pool, window_start, kind, client, part FROM largest_remainder('split_input');
 
 -- 5. Idle, split over the clients in proportion to what they were attributed ------------------
 CREATE OR REPLACE TEMP TABLE idle_input AS
 WITH idle_pools AS (
-    SELECT window_start, window_end, sum(micros)::BIGINT AS P
+    SELECT window_start, sum(micros)::BIGINT AS P
     FROM classified WHERE class = 'idle'
-    GROUP BY window_start, window_end
+    GROUP BY window_start
 ), attributed AS (
-    SELECT p.window_start, p.window_end, x.client, sum(x.part)::BIGINT AS amount
-    FROM parts x JOIN pools p USING (pool)
-    WHERE x.client <> ''
-    GROUP BY p.window_start, p.window_end, x.client
+    SELECT window_start, client, sum(part)::BIGINT AS amount
+    FROM parts
+    WHERE client <> ''
+    GROUP BY window_start, client
 )
-SELECT epoch_ms(i.window_start) AS grp, a.client,
+SELECT i.window_start AS grp, a.client,
        CASE (SELECT min(method) FROM rule_idle) WHEN 'even' THEN 1 ELSE a.amount END AS w,
        i.P
 FROM idle_pools i
-JOIN attributed a USING (window_start, window_end)
+JOIN attributed a USING (window_start)
 WHERE a.amount > 0 AND (SELECT min(method) FROM rule_idle) IN ('proportional', 'even');
 
 CREATE OR REPLACE TEMP TABLE idle_parts AS
-SELECT grp AS window_ms, client, part FROM largest_remainder('idle_input');
+SELECT grp AS window_start, client, part FROM largest_remainder('idle_input');
 
 -- 6. Client totals -----------------------------------------------------------------------------
 CREATE OR REPLACE TEMP TABLE client_totals AS

@@ -32,7 +32,7 @@ from tenantcost.reconcile import cascade
 from tenantcost.rules import RuleSet, load_rules
 from tenantcost.split import connect
 from tenantcost.usage_source import FrameUsage, UsageSource, open_usage
-from tenantcost.windows import Period
+from tenantcost.windows import Period, data_period
 from tenantcost.writers.compare import compare_document, compare_table
 from tenantcost.writers.files import prepare_out_dir, with_decimal_amount, write_outputs
 from tenantcost.writers.json_output import result_document
@@ -170,6 +170,15 @@ class Inputs:
         self.usage_source: UsageSource | None = (
             open_usage(usage_paths, self.con) if usage_paths else None
         )
+        prometheus = self.ruleset.sources.prometheus
+        if self.usage_source is None and prometheus is not None:
+            # Usage straight from Prometheus, for the period (or the cost data's span).
+            from tenantcost.readers.prometheus import read_prometheus_usage
+
+            span = period or data_period(self.costs)
+            frame = read_prometheus_usage(prometheus, span.start, span.end)
+            self.usage_source = FrameUsage(frame, origin=f"prometheus {prometheus.url}")
+            usage_paths = []
         self.usage: pd.DataFrame | None = (
             self.usage_source.frame if isinstance(self.usage_source, FrameUsage) else None
         )
@@ -224,7 +233,7 @@ def resolve_period(month: str | None, start: str | None, end: str | None) -> Per
 
 
 def _reference_detail(result: AllocationResult) -> str:
-    return f"OpenCost {money(result.cost_total)} + external {money(result.external_total)}"
+    return f"costs {money(result.cost_total)} + external {money(result.external_total)}"
 
 
 def _check_format(fmt: str, allowed: tuple[str, ...]) -> str:
@@ -502,6 +511,48 @@ def check_config_command(
             f"{version.idle}, unmatched {version.unmatched}"
         )
     typer.echo(f"{config}: ok ({len(ruleset.rules)} rule version(s), currency {ruleset.currency})")
+
+
+@app.command("podcost")
+@user_errors
+def podcost_command(
+    pods: Annotated[
+        Path,
+        typer.Option(
+            "--pods",
+            help="Pod usage CSV/Parquet: window_start, window_end, node, namespace, "
+            "controller_kind, controller, pod, cpu_request, cpu_usage, memory_request_gib, "
+            "memory_usage_gib.",
+        ),
+    ],
+    config: ConfigOpt,
+    nodes: Annotated[
+        Path | None,
+        typer.Option(
+            "--nodes",
+            help="Node prices CSV/Parquet: node, pool, vcpu, memory_gib, allocatable_vcpu, "
+            "allocatable_memory_gib, hourly_price (amortized net). Not needed with unit_prices.",
+        ),
+    ] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help="table (default), json or csv.")
+    ] = "table",
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write the output to this file.")
+    ] = None,
+) -> None:
+    """Workload costs from node prices (the OpenCost cost model, built in).
+
+    The CSV output is a canonical cost file: `tenantcost allocate --costs FILE` reads it.
+    """
+    from tenantcost.podcost import podcost_from_files, write_podcost
+
+    frame = podcost_from_files(nodes, pods, config)
+    rendered = write_podcost(frame, fmt, out)
+    if out is None:
+        typer.echo(rendered, nl=False)
+    else:
+        typer.echo(f"wrote {len(frame)} rows to {out}", err=True)
 
 
 def _version_callback(value: bool) -> None:

@@ -31,22 +31,22 @@ The output is the canonical cost table of :mod:`tenantcost.tables`, so ``tenantc
   charged; no usage metric means the request is charged (with a warning). Limits never count.
 * ``billing: requests``: the request only (Fargate, GKE Autopilot), raised to ``min_cpu`` /
   ``min_memory_gib`` and then into the ``memory_per_cpu`` range (too little memory per vCPU
-  raises memory, too much raises CPU), as Autopilot does. ``cpu_cost`` and ``ram_cost`` are
+  raises memory, too much raises CPU), as Autopilot does. ``cpu_cost`` and ``memory_cost`` are
   the cost of the requests as written; the cost of the raise is its own column,
   ``raise_cost``, present whenever minimums or a ratio range are configured.
 
-**Rows** (one window each; cost columns ``cpu_cost``, ``ram_cost``, [``raise_cost``],
-``total_cost``, in currency units; memory is ``ram_cost``, the canonical table's name for it,
-as OpenCost's ``ramCost``, so podcost and OpenCost figures line up column for column):
+**Rows** (one window each; cost columns ``cpu_cost``, ``memory_cost``, [``raise_cost``],
+``total_cost``, in currency units; the issue's column names. OpenCost's JSON calls memory
+``ramCost``, read as ``ram_cost``; compare the two by resource, not by column name):
 
 * every pod row: ``name`` = ``namespace/pod``, with node, namespace, controller_kind, controller
   and pod from the pod file; ``origin`` is its row in the pod file;
 * ``__idle__``, two per node and window, one per resource: the CPU row carries the unused
-  CPU in ``cpu_cost`` (``ram_cost`` 0), the memory row the unused memory in ``ram_cost``
+  CPU in ``cpu_cost`` (``memory_cost`` 0), the memory row the unused memory in ``memory_cost``
   (``cpu_cost`` 0). Idle = cost of the *allocatable* capacity minus what the node's pods are
   charged for that resource. Other properties are ``""``; ``origin`` is the node's row;
 * ``__system__``, one per node and window: the cost of capacity minus allocatable (kubelet,
-  runtime and OS reserve), shared operation rather than idle; ``cpu_cost`` and ``ram_cost``.
+  runtime and OS reserve), shared operation rather than idle; ``cpu_cost`` and ``memory_cost``.
 
 So for every node and window: pods + idle + system = ``hourly_price × hours``. Idle and system
 are computed as remainders of the node's price, and every amount is then rounded to whole
@@ -122,7 +122,7 @@ OVERCOMMIT_TOLERANCE = 1e-9
 """Relative: charged quantities this close to allocatable are float noise, not overcommit."""
 
 _HOUR = pd.Timedelta(hours=1)
-_PARTS = ["cpu_cost", "ram_cost", "cpu_raise_cost", "mem_raise_cost"]
+_PARTS = ["cpu_cost", "memory_cost", "cpu_raise_cost", "mem_raise_cost"]
 
 
 def podcost(nodes: pd.DataFrame | None, pods: pd.DataFrame, model: CostModel) -> pd.DataFrame:
@@ -409,7 +409,7 @@ def _pod_rows(pods: pd.DataFrame, billed: pd.DataFrame) -> pd.DataFrame:
             "controller": pods["controller"].astype("str"),
             "pod": pods["pod"].astype("str"),
             "cpu_cost": billed["cpu"].to_numpy() * cpu_rate,
-            "ram_cost": billed["mem"].to_numpy() * mem_rate,
+            "memory_cost": billed["mem"].to_numpy() * mem_rate,
             "cpu_raise_cost": billed["cpu_raise"].to_numpy() * cpu_rate,
             "mem_raise_cost": billed["mem_raise"].to_numpy() * mem_rate,
             "cpu_qty": (billed["cpu"] + billed["cpu_raise"]).to_numpy(),
@@ -432,7 +432,7 @@ def _idle_and_system(
     sums = on_node.groupby("slot").agg(
         cpu_charged=("cpu_cost", "sum"),
         cpu_raised=("cpu_raise_cost", "sum"),
-        mem_charged=("ram_cost", "sum"),
+        mem_charged=("memory_cost", "sum"),
         mem_raised=("mem_raise_cost", "sum"),
         cpu_qty=("cpu_qty", "sum"),
         mem_qty=("mem_qty", "sum"),
@@ -443,7 +443,7 @@ def _idle_and_system(
 
     resources = (
         ("cpu", "allocatable_vcpu", "cpu_cost", "cpu_raise_cost", "CPU", "vCPU"),
-        ("mem", "allocatable_memory_gib", "ram_cost", "mem_raise_cost", "memory", "GiB"),
+        ("mem", "allocatable_memory_gib", "memory_cost", "mem_raise_cost", "memory", "GiB"),
     )
     for res, allocatable, cost_col, raise_col, label, unit in resources:
         charged = slots[f"{res}_charged"] + slots[f"{res}_raised"]
@@ -475,17 +475,17 @@ def _idle_and_system(
         "slot": slots["slot"],
     }
     idle_cpu = pd.DataFrame(
-        {**base, "name": IDLE, "cpu_cost": slots["cpu_idle"], "ram_cost": 0.0, "kind": 1}
+        {**base, "name": IDLE, "cpu_cost": slots["cpu_idle"], "memory_cost": 0.0, "kind": 1}
     )
     idle_mem = pd.DataFrame(
-        {**base, "name": IDLE, "cpu_cost": 0.0, "ram_cost": slots["mem_idle"], "kind": 2}
+        {**base, "name": IDLE, "cpu_cost": 0.0, "memory_cost": slots["mem_idle"], "kind": 2}
     )
     system = pd.DataFrame(
         {
             **base,
             "name": SYSTEM,
             "cpu_cost": slots["cpu_system"],
-            "ram_cost": slots["mem_system"],
+            "memory_cost": slots["mem_system"],
             "kind": 3,
         }
     )
@@ -518,7 +518,7 @@ def _finish(rows: pd.DataFrame, node_cost: pd.Series | None, model: CostModel) -
         ["window_start", "window_end", "node", "kind", "namespace", "pod", "origin"],
         kind="mergesort",
     )
-    components = ["cpu_cost", "ram_cost", *(["raise_cost"] if model.raises_requests else [])]
+    components = ["cpu_cost", "memory_cost", *(["raise_cost"] if model.raises_requests else [])]
     out = rows[[*COST_REQUIRED_COLUMNS, *components]].reset_index(drop=True)
     for column in ("window_start", "window_end"):
         out[column] = out[column].astype("datetime64[ns, UTC]")
@@ -568,7 +568,7 @@ def _round_to_micros(rows: pd.DataFrame, node_cost: pd.Series | None) -> pd.Data
     total = wide.sum(axis=1)
     raised = wide["cpu_raise_cost"] + wide["mem_raise_cost"]
     rows["cpu_cost"] = wide["cpu_cost"].to_numpy() / MICROS_PER_UNIT
-    rows["ram_cost"] = wide["ram_cost"].to_numpy() / MICROS_PER_UNIT
+    rows["memory_cost"] = wide["memory_cost"].to_numpy() / MICROS_PER_UNIT
     rows["raise_cost"] = raised.to_numpy() / MICROS_PER_UNIT
     rows["total_cost"] = total.to_numpy() / MICROS_PER_UNIT
     return rows
@@ -618,7 +618,7 @@ def _table(frame: pd.DataFrame) -> str:
     if frame.empty:
         return "(no rows)\n"
     shown = _as_text_windows(frame)
-    components = [c for c in ("cpu_cost", "ram_cost", "raise_cost") if c in frame.columns]
+    components = [c for c in ("cpu_cost", "memory_cost", "raise_cost") if c in frame.columns]
     columns = ["window_start", "window_end", "node", "name", *components, "total_cost"]
     if (frame["cluster"] != "").any():
         columns.insert(2, "cluster")

@@ -225,9 +225,9 @@ def test_idle_is_one_row_per_resource_and_node(tmp_path):
     unit_cpu, unit_mem = 0.23 * 36 / 52 / 4, 0.23 * 16 / 52 / 16
     # CPU row: 4 - 2.5 vCPU unrequested; memory row: 16 - 8 GiB.
     assert idle.loc[0, "cpu_cost"] == pytest.approx(1.5 * unit_cpu, abs=TOL)
-    assert idle.loc[0, "ram_cost"] == 0.0
+    assert idle.loc[0, "memory_cost"] == 0.0
     assert idle.loc[1, "cpu_cost"] == 0.0
-    assert idle.loc[1, "ram_cost"] == pytest.approx(8 * unit_mem, abs=TOL)
+    assert idle.loc[1, "memory_cost"] == pytest.approx(8 * unit_mem, abs=TOL)
     assert (idle[["namespace", "controller_kind", "controller", "pod"]] == "").all().all()
     assert (idle["node"] == "node-b").all()
     assert (idle["origin"].str.endswith("nodes.csv:row 2")).all()
@@ -253,7 +253,7 @@ def test_best_effort_pod_pays_its_usage(tmp_path):
     frame = run(tmp_path, M6I_LARGE, pod("t", "debug", "node-a", None, 0.1, None, 0.25))
     unit_cpu, unit_mem = 0.115 * 18 / 26 / 2, 0.115 * 8 / 26 / 8
     assert cost(frame, "t/debug", "cpu_cost") == pytest.approx(0.1 * unit_cpu, abs=TOL)
-    assert cost(frame, "t/debug", "ram_cost") == pytest.approx(0.25 * unit_mem, abs=TOL)
+    assert cost(frame, "t/debug", "memory_cost") == pytest.approx(0.25 * unit_mem, abs=TOL)
 
 
 def test_missing_usage_metric_charges_the_request_with_a_warning(tmp_path):
@@ -301,15 +301,15 @@ def test_minimums_and_ratio_raise_are_their_own_amount(tmp_path):
     )
     frame = run(tmp_path, None, pods, model)
     cpu, mem = 0.0573, 0.0063421
-    assert list(frame.columns)[-3:] == ["cpu_cost", "ram_cost", "raise_cost"]
+    assert list(frame.columns)[-3:] == ["cpu_cost", "memory_cost", "raise_cost"]
     rows = frame.set_index("name")
     assert rows.loc["s/fits", "raise_cost"] == 0.0
-    assert rows.loc["t/none", "cpu_cost"] == 0.0 and rows.loc["t/none", "ram_cost"] == 0.0
+    assert rows.loc["t/none", "cpu_cost"] == 0.0 and rows.loc["t/none", "memory_cost"] == 0.0
     assert rows.loc["t/none", "raise_cost"] == pytest.approx(0.25 * cpu + 0.5 * mem, abs=TOL)
     assert rows.loc["b/mem-heavy", "cpu_cost"] == pytest.approx(0.25 * cpu, abs=TOL)
     assert rows.loc["b/mem-heavy", "raise_cost"] == pytest.approx((4 / 6.5 - 0.25) * cpu, abs=TOL)
     assert rows.loc["b/cpu-heavy", "raise_cost"] == pytest.approx((2 - 0.5) * mem, abs=TOL)
-    components = rows["cpu_cost"] + rows["ram_cost"] + rows["raise_cost"]
+    components = rows["cpu_cost"] + rows["memory_cost"] + rows["raise_cost"]
     assert np.allclose(rows["total_cost"], components, rtol=0, atol=1e-12)
 
 
@@ -329,10 +329,10 @@ def test_system_row_is_capacity_minus_allocatable_and_idle_uses_allocatable(tmp_
     system = frame[frame["name"] == SYSTEM]
     assert len(system) == 1
     assert float(system["cpu_cost"].iloc[0]) == pytest.approx(0.07 * unit_cpu, abs=TOL)
-    assert float(system["ram_cost"].iloc[0]) == pytest.approx(0.75 * unit_mem, abs=TOL)
+    assert float(system["memory_cost"].iloc[0]) == pytest.approx(0.75 * unit_mem, abs=TOL)
     idle = frame[frame["name"] == IDLE]
     assert float(idle["cpu_cost"].sum()) == pytest.approx((1.93 - 1.3) * unit_cpu, abs=TOL)
-    assert float(idle["ram_cost"].sum()) == pytest.approx((7.25 - 1.5) * unit_mem, abs=TOL)
+    assert float(idle["memory_cost"].sum()) == pytest.approx((7.25 - 1.5) * unit_mem, abs=TOL)
     assert node_micros(frame, "node-a") == micros(0.115)
 
 
@@ -370,7 +370,7 @@ def test_windowed_nodes_run_only_in_their_windows(tmp_path):
 
 def test_empty_pod_file_gives_an_empty_canonical_table(tmp_path):
     frame, warned = run_warned(tmp_path, M6I_LARGE, "")
-    assert frame.empty and list(frame.columns) == [*COST_REQUIRED_COLUMNS, "cpu_cost", "ram_cost"]
+    assert frame.empty and list(frame.columns) == [*COST_REQUIRED_COLUMNS, "cpu_cost", "memory_cost"]
     assert len(warned) == 1 and "no rows" in warned[0]
     assert write_podcost(frame, "json", None) == "[]\n"
 
@@ -439,7 +439,7 @@ def test_random_fleet_every_node_window_adds_up_to_its_price_exactly(seed):
         assert f"node 'n{n_nodes}'" in messages
         assert len(frame) == count + n_nodes * n_windows * 3  # every pod kept
         assert (frame["total_cost"] >= 0).all()
-        parts = to_micros(frame["cpu_cost"]) + to_micros(frame["ram_cost"])
+        parts = to_micros(frame["cpu_cost"]) + to_micros(frame["memory_cost"])
         assert (parts == to_micros(frame["total_cost"])).all()
         frame["micros"] = to_micros(frame["total_cost"])
         on_nodes = frame[frame["node"] != f"n{n_nodes}"]
@@ -501,7 +501,7 @@ def test_pod_without_node_is_priced_like_a_missing_node(tmp_path):
 
 def test_output_has_exactly_the_canonical_columns(tmp_path):
     frame = run(tmp_path, M6I_LARGE, section2_pods())
-    assert list(frame.columns) == [*COST_REQUIRED_COLUMNS, "cpu_cost", "ram_cost"]
+    assert list(frame.columns) == [*COST_REQUIRED_COLUMNS, "cpu_cost", "memory_cost"]
     assert str(frame["window_start"].dtype) == "datetime64[ns, UTC]"
     for column in ["name", "cluster", "node", "namespace", "controller_kind", "controller"]:
         assert frame[column].dtype == "str"
@@ -513,7 +513,7 @@ def test_csv_round_trip_through_the_canonical_reader_is_exact(tmp_path):
     out = tmp_path / "costs.csv"
     text = write_podcost(frame, "csv", out)
     assert out.read_text() == text
-    assert text.splitlines()[0].split(",") == [*COST_REQUIRED_COLUMNS, "cpu_cost", "ram_cost"]
+    assert text.splitlines()[0].split(",") == [*COST_REQUIRED_COLUMNS, "cpu_cost", "memory_cost"]
     with warnings.catch_warnings():
         warnings.simplefilter("error", InputWarning)  # no unknown columns
         back = read_costs([out])

@@ -524,3 +524,61 @@ def test_period_validation(start: object, end: object, message: str) -> None:
 def test_naive_times_are_utc(prometheus: PrometheusServer) -> None:
     naive = read_quietly(source(prometheus), START.tz_localize(None), END.tz_localize(None))
     pd.testing.assert_frame_equal(naive, read_quietly(source(prometheus), START, END))
+
+
+def test_allocate_reads_usage_from_prometheus_end_to_end(
+    prometheus: PrometheusServer, tmp_path: Path
+) -> None:
+    """A rule file with ``sources.prometheus`` and no usage file: allocate pulls the usage."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from tenantcost.cli import app
+
+    hours = pd.date_range(START, END - HOUR, freq="h", tz="UTC")
+    costs = pd.DataFrame(
+        {
+            "window_start": [h.isoformat() for h in hours for _ in range(2)],
+            "window_end": [(h + HOUR).isoformat() for h in hours for _ in range(2)],
+            "cluster": "c1",
+            "namespace": "saas",
+            "controller_kind": "deployment",
+            "controller": ["api", "import"] * len(hours),
+            "total_cost": [0.5, 0.25] * len(hours),
+        }
+    )
+    costs.to_csv(tmp_path / "costs.csv", index=False)
+    (tmp_path / "rules.yaml").write_text(
+        f"""
+sources:
+  costs: [costs.csv]
+  prometheus: {{url: "{prometheus.url}"}}
+rules:
+  - id: v1
+    effective_from: 2024-01-01
+    workloads:
+      - {{match: {{controller: api}}, class: shared, service: api, key: requests}}
+      - {{match: {{controller: import}}, class: shared, service: import, key: cpu_seconds}}
+"""
+    )
+    result = CliRunner().invoke(
+        app, ["allocate", "--config", str(tmp_path / "rules.yaml"), "--format", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["gap"] == 0
+    assert doc["reference_total"] == HOURS * 750_000
+    # Expected: the same allocation from the usage table read directly.
+    usage = read_quietly(source(prometheus), START, END)
+    api = usage[usage["service"] == "api"]
+    per_hour = api.groupby("window_start")["requests"].transform("sum")
+    a_share = (api["requests"] / per_hour)[api["client"] == "a"].sum()
+    a_api = next(
+        line["amount"]
+        for c in doc["clients"] if c["client"] == "a"
+        for line in c["lines"] if line["source"] == "api"
+    )
+    assert abs(a_api - a_share * 500_000) <= HOURS  # at most one unit per hour of rounding
+    # usage without a client label is kept as unattributed, not dropped
+    assert any(d["cause"] == "usage without client id" for d in doc["unattributed_detail"])

@@ -28,7 +28,7 @@ from tenantcost.confidence_config import Band
 from tenantcost.money import round_for_display
 from tenantcost.report.confidence import grade, worst
 from tenantcost.report.display import auto_places, format_units
-from tenantcost.report.privacy import REDACTED, token_pattern
+from tenantcost.report.privacy import REDACTED, Redactor, find_ids
 
 ROOT = Path(__file__).resolve().parents[1]
 SAAS = ROOT / "examples" / "saas-three-clients" / "rules.yaml"
@@ -82,9 +82,8 @@ def micros_to_text(micros: int, places: int) -> str:
 
 
 def other_ids_in(text: str, me: str, everyone: list[str]) -> list[str]:
-    pattern = token_pattern([c for c in everyone if c != me])
-    assert pattern is not None
-    return sorted(set(pattern.findall(text)))
+    """Other clients' ids in ``text``, wherever not glued to other letters or digits."""
+    return find_ids(text, [c for c in everyone if c != me], me)
 
 
 def to_units(text: str) -> int:
@@ -533,12 +532,21 @@ def test_other_clients_are_redacted_from_rule_text(change_pack):
         for text in (html, stem.with_suffix(".md").read_text(), pdf_text(stem.with_suffix(".pdf"))):
             assert other_ids_in(text, client, CLIENTS) == []
         if client != "acme":
-            assert REDACTED in html  # "load tests before the acme launch", "acme-k6" is kept
+            assert REDACTED in html  # "load tests before the acme launch", "acme-k6"
             assert "charged to you alone" not in html
+            assert "acme" not in html
     acme = (change_pack / "clients" / "acme.html").read_text()
     assert "since acme moved its batch jobs" in acme
     assert "charged to you alone" in acme
-    assert "acme-k6" in (change_pack / "clients" / "globex.html").read_text()  # not a token
+    assert "loadtest/[another client]-k6" in (change_pack / "clients" / "globex.html").read_text()
+
+
+def test_redactor_keeps_the_readers_own_id():
+    redact = Redactor(["team-a", "team-a-eu", "acme"], me="team-a-eu")
+    assert redact("team-a-eu and team-a, acme-k6, acmecorp, acme.") == (
+        "team-a-eu and [another client], [another client]-k6, acmecorp, [another client]."
+    )
+    assert find_ids("team-a-eu only", ["team-a"], me="team-a-eu") == []
 
 
 def test_no_sheet_shows_another_clients_amount(change_pack, tmp_path):

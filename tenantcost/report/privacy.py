@@ -2,8 +2,14 @@
 
 A sheet goes to one client. The figures on it are that client's own or aggregates of the
 cluster, but free text comes from the rule file and the cost data (rule descriptions, workload
-and source names, match patterns, input paths) and may name another client. Every such string
-passes through :class:`Redactor` before it reaches a sheet template.
+and source names, match patterns, input paths) and may name another client: a rule that says
+"since acme moved its batch jobs", a load test called ``acme-k6``. Every such string passes
+through :class:`Redactor` before it reaches a sheet template.
+
+An id matches where it is not glued to other letters or digits: ``acme`` matches in
+``acme-k6`` and ``acme.`` but not in ``acmecorp``. The reader's own id is matched first (the
+longest id wins), so a reader ``team-a-eu`` keeps its name even when ``team-a`` is another
+client.
 """
 
 from __future__ import annotations
@@ -12,26 +18,38 @@ import re
 from collections.abc import Iterable
 
 REDACTED = "[another client]"
-_BEFORE = r"(?<![A-Za-z0-9_\-])(?<![A-Za-z0-9_\-]\.)"
-_AFTER = r"(?![A-Za-z0-9_\-])(?!\.[A-Za-z0-9_\-])"
-"""Token boundaries: an id is not part of a longer id; a dot ends a sentence, not an id."""
+_BEFORE = r"(?<![A-Za-z0-9])"
+_AFTER = r"(?![A-Za-z0-9])"
 
 
 def token_pattern(ids: Iterable[str]) -> re.Pattern[str] | None:
-    """A regex matching any of ``ids`` as a whole token (longest first), or None if no ids."""
+    """A regex matching any of ``ids`` as a token (longest first), or None if no ids."""
     ordered = sorted({i for i in ids if i}, key=lambda s: (-len(s), s))
     if not ordered:
         return None
     return re.compile(f"{_BEFORE}(?:{'|'.join(re.escape(i) for i in ordered)}){_AFTER}")
 
 
-class Redactor:
-    """Replaces whole-token occurrences of the given client ids with :data:`REDACTED`."""
+def find_ids(text: str, others: Iterable[str], me: str = "") -> list[str]:
+    """The ids of ``others`` that occur in ``text`` (``me`` is matched first and ignored)."""
+    others = set(others)
+    pattern = token_pattern(others | {me})
+    if pattern is None:
+        return []
+    return sorted({m for m in pattern.findall(text) if m in others and m != me})
 
-    def __init__(self, others: Iterable[str]) -> None:
-        self._pattern = token_pattern(others)
+
+class Redactor:
+    """Replaces occurrences of the ``others`` ids with :data:`REDACTED`, keeping ``me``."""
+
+    def __init__(self, others: Iterable[str], me: str = "") -> None:
+        self._others = {o for o in others if o and o != me}
+        self._pattern = token_pattern(self._others | {me}) if self._others else None
+
+    def _sub(self, match: re.Match[str]) -> str:
+        return REDACTED if match.group(0) in self._others else match.group(0)
 
     def __call__(self, text: str) -> str:
         if self._pattern is None or not text:
             return text
-        return self._pattern.sub(REDACTED, text)
+        return self._pattern.sub(self._sub, text)

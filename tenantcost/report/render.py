@@ -171,7 +171,7 @@ class Writer:
         for client in pack.clients:  # one sheet per client, each in every format
             sheet = build_sheet(pack, client, slugs[client])
             sheets.append(sheet)
-            redact = Redactor(c for c in pack.known_clients if c != client)
+            redact = Redactor(pack.known_clients, me=client)
             self._emit(
                 self.out / files[client],
                 "client_sheet.html",

@@ -309,7 +309,7 @@ def slug(client: str) -> str:
 
 def build_sheet(pack: ReportPack, client: str, file_slug: str | None = None) -> ClientSheet:
     """The sheet of one client of the pack."""
-    redact = Redactor(c for c in pack.known_clients if c != client)
+    redact = Redactor(pack.known_clients, me=client)
     grouped = client_lines(pack.base)
     mine = grouped[grouped["client"] == client] if not grouped.empty else grouped
     lines, total = _lines(pack, mine, pools(pack))
