@@ -7,6 +7,10 @@ cd "$(dirname "$0")/.."
 # Real servers the tests start on 127.0.0.1 (never mocks): Prometheus and promtool.
 need_apt=()
 command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
+# Report pack tests: headless Chromium for the browser tests (Playwright drives Debian's
+# build, never `playwright install`), pdftotext/pdftoppm to read the PDFs WeasyPrint writes.
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+command -v pdftotext >/dev/null 2>&1 || need_apt+=(poppler-utils)
 if ((${#need_apt[@]})); then
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   echo "installing Debian packages: ${need_apt[*]}"

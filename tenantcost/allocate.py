@@ -23,9 +23,10 @@ reconciliation gap (``tenantcost.reconcile``) is zero by construction.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO, Protocol
 
 import duckdb
 import numpy as np
@@ -34,7 +35,7 @@ import pandas as pd
 from tenantcost.classify import UNMATCHED, classify, raise_unmatched, workload_label
 from tenantcost.errors import InputError, warn
 from tenantcost.external import external_pools
-from tenantcost.money import MINOR_UNIT_EXPONENT, to_micros
+from tenantcost.money import to_micros
 from tenantcost.rules import (
     EVEN,
     Key,
@@ -86,6 +87,13 @@ NO_CLIENT = ""
 CAUSE_NO_CLIENT_PROPERTY = "direct workload without client property"
 ITEM_COLUMNS = ["window_start", "window_end", "rule_id", "class", "name", "reason", "amount"]
 DEFAULT_CHUNK = pd.Timedelta(days=1)
+
+
+class Engine(Protocol):
+    """Runs chunk tasks and yields their outputs in task order."""
+
+    def run(self, source: UsageSource, tasks: list[ChunkTask]) -> Iterator[ChunkOutput]: ...
+
 
 _LINE_DTYPES = {
     "window_start": "datetime64[ns, UTC]",
@@ -538,63 +546,98 @@ def _fold_period_lines(parts: list[pd.DataFrame]) -> pd.DataFrame:
         .agg(
             window_start=("window_start", "min"),
             window_end=("window_end", "max"),
-            measure=("measure", lambda s: s.sum(min_count=1)),
-            total_measure=("total_measure", lambda s: s.sum(min_count=1)),
+            measure=("measure", "sum"),
+            total_measure=("total_measure", "sum"),
             amount=("amount", "sum"),
             windows=("windows", "sum"),
         )
         .reset_index()
     )
-    grouped["share"] = np.where(
-        grouped["kind"] == "direct", 1.0, grouped["measure"] / grouped["total_measure"]
-    )
+    direct = grouped["kind"] == "direct"
+    grouped.loc[direct, ["measure", "total_measure"]] = np.nan  # no key, no measure
+    grouped["share"] = np.where(direct, 1.0, grouped["measure"] / grouped["total_measure"])
     out = grouped[[*LINE_COLUMNS, "windows"]].astype({**_LINE_DTYPES, "windows": "int64"})
     return out.sort_values(["client", "kind", "source"], kind="mergesort").reset_index(drop=True)
 
 
-class _LinesWriter:
-    """Streams window-level lines to a CSV file chunk by chunk (exact decimal + micro-units).
+LINES_CSV_SQL = """
+    COPY (
+        SELECT strftime(window_start, '%Y-%m-%dT%H:%M:%SZ') AS window_start,
+               strftime(window_end, '%Y-%m-%dT%H:%M:%SZ') AS window_end,
+               rule_id, client, source, kind, key, measure, total_measure, share,
+               printf('%d.%06d', amount // 1000000, amount % 1000000) AS amount,
+               amount AS amount_micros
+        FROM (SELECT * FROM lines UNION ALL
+              SELECT window_start, window_end, rule_id, client, source, kind, key,
+                     measure, total_measure, share, amount FROM t_direct_lines)
+        ORDER BY window_start, client, kind, source
+    ) TO '{target}' (HEADER true)
+"""
 
-    DuckDB writes each chunk to a part file, which is appended to the output without its
-    header, so the whole month is never held in memory.
+
+def _append_part(handle: BinaryIO, part: Path, with_header: bool) -> None:
+    """Append a chunk's CSV part to the lines file (its header only once), then delete it."""
+    with part.open("rb") as src:
+        header = src.readline()
+        if with_header:
+            handle.write(header)
+        shutil.copyfileobj(src, handle)
+    part.unlink()
+
+
+@dataclass
+class ChunkTask:
+    """One time chunk of an allocation: everything a worker needs besides the usage."""
+
+    index: int
+    start: pd.Timestamp
+    end: pd.Timestamp
+    tables: SplitTables
+    direct_lines: pd.DataFrame
+    cost_windows: pd.DataFrame
+    detail: str
+    lines_part: str | None = None
+
+
+@dataclass
+class ChunkOutput:
+    """What one chunk gives back to be folded (small: per-client sums, not usage rows)."""
+
+    index: int
+    lines: pd.DataFrame
+    unattributed: pd.DataFrame
+    usage_rows: int
+    orphans: pd.DataFrame
+
+
+def process_chunk(
+    con: duckdb.DuckDBPyConnection, source: UsageSource, task: ChunkTask
+) -> ChunkOutput:
+    """Read, validate and split one chunk's usage; return its lines and unattributed cost.
+
+    Runs in the calling process (local engine) or on a Dask worker (the same code, so both
+    engines give identical results to the unit).
     """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.part = path.with_name(path.name + ".part")
-        self.handle = path.open("wb")
-        self.first = True
-
-    def write(self, con: duckdb.DuckDBPyConnection, direct: pd.DataFrame) -> None:
-        con.register("t_direct_lines", direct)
-        scale = 10**MINOR_UNIT_EXPONENT
-        target = str(self.part).replace("'", "''")
-        con.execute(
-            f"""
-            COPY (
-                SELECT strftime(window_start, '%Y-%m-%dT%H:%M:%SZ') AS window_start,
-                       strftime(window_end, '%Y-%m-%dT%H:%M:%SZ') AS window_end,
-                       rule_id, client, source, kind, key, measure, total_measure, share,
-                       printf('%d.%06d', amount // {scale}, amount % {scale}) AS amount,
-                       amount AS amount_micros
-                FROM (SELECT * FROM lines UNION ALL
-                      SELECT window_start, window_end, rule_id, client, source, kind, key,
-                             measure, total_measure, share, amount FROM t_direct_lines)
-                ORDER BY window_start, client, kind, source
-            ) TO '{target}' (HEADER true)
-            """
-        )
+    usage_rows = source.materialise(con, task.start, task.end)
+    orphans = check_usage_windows(source.windows(con), task.cost_windows)
+    run_split(con, task.tables, "SELECT * FROM chunk_usage", source.metrics)
+    lines = fetch_lines(con) if task.detail == "window" else fetch_period_lines(con)
+    if task.lines_part is not None:
+        con.register("t_direct_lines", task.direct_lines)
+        con.execute(LINES_CSV_SQL.format(target=task.lines_part.replace("'", "''")))
         con.unregister("t_direct_lines")
-        with self.part.open("rb") as part:
-            header = part.readline()
-            if self.first:
-                self.handle.write(header)
-            shutil.copyfileobj(part, self.handle)
-        self.first = False
+    return ChunkOutput(task.index, lines, fetch_unattributed(con), usage_rows, orphans)
 
-    def close(self) -> None:
-        self.handle.close()
-        self.part.unlink(missing_ok=True)
+
+class LocalEngine:
+    """Chunks one after the other in this process, on one DuckDB connection."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+
+    def run(self, source: UsageSource, tasks: list[ChunkTask]) -> Iterator[ChunkOutput]:
+        for task in tasks:
+            yield process_chunk(self.con, source.for_chunk(task.start, task.end), task)
 
 
 def allocate_stream(
@@ -610,13 +653,16 @@ def allocate_stream(
     progress: Callable[[int, int], None] | None = None,
     rules_origin: str = "<rules>",
     con: duckdb.DuckDBPyConnection | None = None,
+    engine: Engine | None = None,
 ) -> AllocationResult:
     """Allocate chunk by chunk (``chunk``-long time slices of the period).
 
     Each chunk's usage is read, validated, split and folded before the next one is read, so
     memory depends on the chunk, not on the period. ``detail="period"`` keeps one line per
     client and source over the period (``lines_out`` then receives the window-level lines as
-    CSV); ``detail="window"`` keeps every window-level line in memory.
+    CSV); ``detail="window"`` keeps every window-level line in memory. ``engine`` runs the
+    chunks (default: :class:`LocalEngine`, in this process; see ``tenantcost.engine_dask``).
+    Chunks must come back in order (engines yield them so).
     """
     if detail not in ("window", "period"):
         raise ValueError(f"detail must be 'window' or 'period', not {detail!r}")
@@ -635,33 +681,49 @@ def allocate_stream(
             )
 
     bounds = chunk_bounds(plan.period, chunk)
+    tasks = []
+    for i, (start, end) in enumerate(bounds):
+        direct = plan.direct_lines
+        ws = direct["window_start"]
+        part = None
+        if lines_out is not None:
+            part = str(lines_out.with_name(f".{lines_out.name}.part-{i:05d}.csv"))
+        tasks.append(
+            ChunkTask(
+                i,
+                start,
+                end,
+                plan.tables_for(start, end),
+                direct[(ws >= start) & (ws < end)],
+                plan.cost_windows,
+                detail,
+                part,
+            )
+        )
     line_parts: list[pd.DataFrame] = []
+    running = _fold_period_lines([])
     unattributed_parts: list[pd.DataFrame] = [plan.unattributed_direct]
-    writer = _LinesWriter(lines_out) if lines_out is not None else None
     orphan_count, orphan_first, usage_rows = 0, None, 0
+    handle = lines_out.open("wb") if lines_out is not None else None
     try:
-        for i, (start, end) in enumerate(bounds):
-            tables = plan.tables_for(start, end)
-            usage_rows += source.materialise(con, start, end)
-            orphans = check_usage_windows(source.windows(con), plan.cost_windows)
-            if not orphans.empty:
-                orphan_first = orphan_first if orphan_count else orphans.iloc[0]
-                orphan_count += len(orphans)
-            run_split(con, tables, "SELECT * FROM chunk_usage", source.metrics)
+        for done, out in enumerate((engine or LocalEngine(con)).run(source, tasks), start=1):
+            usage_rows += out.usage_rows
+            if not out.orphans.empty:
+                orphan_first = orphan_first if orphan_count else out.orphans.iloc[0]
+                orphan_count += len(out.orphans)
             if detail == "window":
-                line_parts.append(fetch_lines(con))
+                line_parts.append(out.lines)
             else:
-                line_parts.append(fetch_period_lines(con))
-            unattributed_parts.append(fetch_unattributed(con))
-            if writer is not None:
-                direct = plan.direct_lines
-                ws = direct["window_start"]
-                writer.write(con, direct[(ws >= start) & (ws < end)])
+                running = _fold_period_lines([running, out.lines])
+            unattributed_parts.append(out.unattributed)
+            part = tasks[out.index].lines_part
+            if handle is not None and part is not None:
+                _append_part(handle, Path(part), with_header=done == 1)
             if progress is not None:
-                progress(i + 1, len(bounds))
+                progress(done, len(tasks))
     finally:
-        if writer is not None:
-            writer.close()
+        if handle is not None:
+            handle.close()
     warn_usage_without_cost(orphan_count, orphan_first)
 
     if detail == "window":
@@ -673,8 +735,7 @@ def allocate_stream(
             ["window_start", "client", "kind", "source"], kind="mergesort"
         ).reset_index(drop=True)
     else:
-        direct_period = plan.direct_lines.assign(windows=1)
-        lines = _fold_period_lines([*line_parts, direct_period])
+        lines = _fold_period_lines([running, plan.direct_lines.assign(windows=1)])
     unattributed = (
         pd.concat(
             [p for p in unattributed_parts if not p.empty] or [plan.unattributed_direct],

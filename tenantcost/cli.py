@@ -9,7 +9,8 @@ from __future__ import annotations
 import functools
 import json
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
 
@@ -134,6 +135,59 @@ ResponsesOutOpt = Annotated[
 ]
 
 
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="local (default: time chunks in this process) or dask (chunks as tasks on a Dask "
+        "cluster; results identical to the unit).",
+    ),
+]
+SchedulerOpt = Annotated[
+    str | None,
+    typer.Option("--scheduler", help="With --engine dask: an existing scheduler, tcp://HOST:PORT."),
+]
+WorkersOpt = Annotated[
+    int | None,
+    typer.Option("--workers", help="With --engine dask: start a local cluster of N processes."),
+]
+ChunkOpt = Annotated[
+    str,
+    typer.Option(
+        "--chunk",
+        help="Time chunk read and split at once (memory is bounded by one chunk), e.g. 1D, 6h.",
+    ),
+]
+
+
+@contextmanager
+def open_engine(engine: str, scheduler: str | None, workers: int | None) -> Iterator[Any]:
+    """The chunk engine the options ask for (None = local), closed after the command."""
+    if engine not in ("local", "dask"):
+        raise InputError(f"--engine: expected local or dask, got '{engine}'")
+    if engine == "local":
+        if scheduler or workers:
+            raise InputError("--scheduler and --workers need --engine dask")
+        yield None
+        return
+    if scheduler and workers:
+        raise InputError("give either --scheduler (existing cluster) or --workers (local one)")
+    from tenantcost.engine_dask import DaskEngine
+
+    with DaskEngine(scheduler=scheduler, workers=workers) as dask_engine:
+        yield dask_engine
+
+
+def parse_chunk(text: str) -> pd.Timedelta:
+    try:
+        chunk = pd.Timedelta(text)
+    except ValueError:
+        raise InputError(f"--chunk: not a duration: '{text}' (for example 1D or 6h)") from None
+    if chunk <= pd.Timedelta(0):
+        raise InputError(f"--chunk: must be positive, got '{text}'")
+    return chunk
+
+
 class Inputs:
     """The loaded inputs of one run."""
 
@@ -192,6 +246,7 @@ class Inputs:
         detail: str = "period",
         lines_out: Path | None = None,
         chunk: pd.Timedelta = DEFAULT_CHUNK,
+        engine: Any = None,
     ) -> AllocationResult:
         """Allocate the inputs (chunk by chunk; ``detail`` 'period' or 'window')."""
         with chunk_progress("allocating") as progress:
@@ -207,6 +262,7 @@ class Inputs:
                 progress=progress,
                 rules_origin=str(self.config),
                 con=self.con,
+                engine=engine,
             )
 
 
@@ -252,6 +308,10 @@ def allocate_command(
     start: FromOpt = None,
     end: ToOpt = None,
     month: MonthOpt = None,
+    engine: EngineOpt = "local",
+    scheduler: SchedulerOpt = None,
+    workers: WorkersOpt = None,
+    chunk: ChunkOpt = "1D",
     fmt: Annotated[str, typer.Option("--format", help="table (default), json or csv.")] = "table",
     out: Annotated[
         Path | None,
@@ -275,7 +335,10 @@ def allocate_command(
     if out is not None:
         prepare_out_dir(out)
         lines_out = out / "lines.csv"  # window-level lines, streamed chunk by chunk
-    result = inputs.run(key, period, lines_out=lines_out)
+    with open_engine(engine, scheduler, workers) as chunk_engine:
+        result = inputs.run(
+            key, period, lines_out=lines_out, chunk=parse_chunk(chunk), engine=chunk_engine
+        )
     if fmt == "json":
         typer.echo(json.dumps(result_document(result), indent=2))
     elif fmt == "csv":
@@ -306,6 +369,10 @@ def compare_command(
     start: FromOpt = None,
     end: ToOpt = None,
     month: MonthOpt = None,
+    engine: EngineOpt = "local",
+    scheduler: SchedulerOpt = None,
+    workers: WorkersOpt = None,
+    chunk: ChunkOpt = "1D",
     fmt: Annotated[str, typer.Option("--format", help="table (default) or json.")] = "table",
     opencost_url: OpenCostUrlOpt = None,
     step: StepOpt = None,
@@ -321,7 +388,11 @@ def compare_command(
         config, costs, usage, opencost_url=opencost_url, step=step, period=period, out=out
     )
     _responses_saved(inputs, out)
-    results = {k: inputs.run(k, period) for k in key_list}
+    with open_engine(engine, scheduler, workers) as chunk_engine:
+        results = {
+            k: inputs.run(k, period, chunk=parse_chunk(chunk), engine=chunk_engine)
+            for k in key_list
+        }
     if fmt == "json":
         typer.echo(json.dumps(compare_document(results), indent=2))
     else:
@@ -338,6 +409,10 @@ def reconcile_command(
     start: FromOpt = None,
     end: ToOpt = None,
     month: MonthOpt = None,
+    engine: EngineOpt = "local",
+    scheduler: SchedulerOpt = None,
+    workers: WorkersOpt = None,
+    chunk: ChunkOpt = "1D",
     fmt: Annotated[str, typer.Option("--format", help="table (default) or json.")] = "table",
     opencost_url: OpenCostUrlOpt = None,
     step: StepOpt = None,
@@ -350,7 +425,8 @@ def reconcile_command(
         config, costs, usage, opencost_url=opencost_url, step=step, period=period, out=out
     )
     _responses_saved(inputs, out)
-    result = inputs.run(key, period)
+    with open_engine(engine, scheduler, workers) as chunk_engine:
+        result = inputs.run(key, period, chunk=parse_chunk(chunk), engine=chunk_engine)
     casc = cascade(result)
     if fmt == "json":
         doc = result_document(result)

@@ -59,6 +59,10 @@ class UsageSource(ABC):
     ) -> int:
         """How many usage rows have a window starting outside ``[start, end)``."""
 
+    def for_chunk(self, start: pd.Timestamp, end: pd.Timestamp) -> UsageSource:
+        """The source a chunk task needs (a worker gets this, not the whole source)."""
+        return self
+
     def windows(self, con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
         """The distinct windows of the current chunk, with the origin of one row of each."""
         frame = con.execute(
@@ -80,6 +84,10 @@ class FrameUsage(UsageSource):
 
     def services(self, con: duckdb.DuckDBPyConnection) -> list[str]:
         return sorted(self.frame["service"].unique().tolist())
+
+    def for_chunk(self, start: pd.Timestamp, end: pd.Timestamp) -> UsageSource:
+        ws = self.frame["window_start"]
+        return FrameUsage(self.frame[(ws >= start) & (ws < end)], origin=self.origin)
 
     def count_outside(
         self, con: duckdb.DuckDBPyConnection, start: pd.Timestamp, end: pd.Timestamp

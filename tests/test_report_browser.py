@@ -51,7 +51,7 @@ PACKS = {
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib name
+    def log_message(self, format: str, *args: object) -> None:
         return
 
 
@@ -108,7 +108,9 @@ def test_index_and_every_link_render_without_errors(browser, served, pack, tmp_p
     errors: list[str] = []
     page.on(
         "console",
-        lambda msg: errors.append(f"console: {msg.text}") if msg.type == "error" else None,
+        lambda msg: (
+            errors.append(f"console: {msg.text} {msg.location}") if msg.type == "error" else None
+        ),
     )
     page.on("pageerror", lambda exc: errors.append(f"pageerror: {exc}"))
 

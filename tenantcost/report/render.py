@@ -111,7 +111,7 @@ def reproduce_command(pack: ReportPack, out: Path) -> str:
     for path in inputs.usage_paths:
         parts += ["--usage", str(path)]
     period = period_view(pack)
-    if len(period.label) == 7:
+    if period.is_month:
         parts += ["--month", period.label]
     else:
         parts += ["--from", period.start, "--to", period.end]

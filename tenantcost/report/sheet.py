@@ -47,6 +47,7 @@ class Period:
     """The period as shown: its label, bounds and how much data it held."""
 
     label: str
+    is_month: bool
     start: str
     end: str
     hours: str
@@ -142,6 +143,7 @@ def period_view(pack: ReportPack) -> Period:
     base = pack.base
     return Period(
         label=period_label(base.period.start, base.period.end),
+        is_month=len(period_label(base.period.start, base.period.end)) == 7,
         start=base.period.start.isoformat().replace("+00:00", "Z"),
         end=base.period.end.isoformat().replace("+00:00", "Z"),
         hours=format_measure(base.hours),
@@ -156,10 +158,17 @@ def period_view(pack: ReportPack) -> Period:
 
 
 def pools(pack: ReportPack) -> pd.Series:
-    """Each (kind, source)'s cost over the period: every client's part plus its unattributed."""
-    lines = pack.base.lines.groupby(["kind", "source"], observed=True)["amount"].sum()
-    gaps = pack.base.unattributed.groupby(["kind", "source"], observed=True)["amount"].sum()
-    return lines.add(gaps, fill_value=0).astype("int64")
+    """Each (kind, source, key)'s cost over the period: every client's part plus its
+    unattributed part, so a source split by two keys (a rule change) has two pools."""
+    lines = pack.base.lines
+    keyed = lines.drop_duplicates(["rule_id", "kind", "source"])[
+        ["rule_id", "kind", "source", "key"]
+    ]
+    gaps = pack.base.unattributed.merge(keyed, on=["rule_id", "kind", "source"], how="inner")
+    parts = pd.concat(
+        [lines[["kind", "source", "key", "amount"]], gaps[["kind", "source", "key", "amount"]]]
+    )
+    return parts.groupby(["kind", "source", "key"], observed=True)["amount"].sum().astype("int64")
 
 
 def _lines(pack: ReportPack, mine: pd.DataFrame, pool: pd.Series) -> tuple[list[SheetLine], str]:
@@ -174,7 +183,7 @@ def _lines(pack: ReportPack, mine: pd.DataFrame, pool: pd.Series) -> tuple[list[
         rate = "-"
         if basis is not None and line.measure > 0:
             rate = format_rate(line.amount / (line.measure / basis[1]), pack.places)
-        pool_amount = pool.get((line.kind, line.source))
+        pool_amount = pool.get((line.kind, line.source, line.key))
         share = line.share if keyed else (1.0 if line.kind == "direct" else math.nan)
         if line.kind == "idle" and pool_amount:
             share = line.amount / pool_amount
