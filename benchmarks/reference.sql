@@ -48,6 +48,7 @@
 --   cost_rows, unmatched, parts, idle_parts, client_totals stay available for checks.
 
 SET TimeZone = 'UTC';
+SET preserve_insertion_order = false;  -- no ORDER BY is relied on but the last one
 
 -- 1. Cost rows from the OpenCost /allocation response ----------------------------------------
 CREATE OR REPLACE TEMP TABLE cost_rows AS
@@ -201,11 +202,13 @@ SELECT ranked.* EXCLUDE (base, frac, rnk),
 FROM ranked JOIN remainders m ON ranked.grp = m.grp;
 
 CREATE OR REPLACE TEMP VIEW split_input AS
-SELECT r.pool AS grp, r.client, r.w, p.amount AS P, p.window_start, p.kind
+SELECT r.pool AS grp, r.client, r.w, p.amount AS P, p.window_start
 FROM recipients r JOIN pools p USING (pool);
 
 CREATE OR REPLACE TEMP TABLE parts AS
-SELECT grp AS pool, window_start, kind, client, part FROM largest_remainder('split_input');
+SELECT grp AS pool, window_start, client, part FROM largest_remainder('split_input');
+DROP VIEW split_input;
+DROP TABLE recipients;  -- frees its memory; `parts` has everything the rest needs
 
 -- 5. Idle, split over the clients in proportion to what they were attributed ------------------
 CREATE OR REPLACE TEMP TABLE idle_input AS

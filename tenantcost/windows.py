@@ -9,6 +9,7 @@ is an error that names both windows.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 
 import pandas as pd
 
@@ -174,4 +175,4 @@ def chunk_bounds(period: Period, chunk: pd.Timedelta) -> list[tuple[pd.Timestamp
             edges.append(edge)
         edge += step
     edges.append(period.end)
-    return list(zip(edges[:-1], edges[1:], strict=True))
+    return list(pairwise(edges))

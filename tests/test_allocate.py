@@ -273,7 +273,7 @@ rules:
 def test_usage_in_hours_without_cost_is_reported():
     c = costs([{**API, "total_cost": 1.0, "h": 0}])
     u = usage([{"service": "api", "client": "a", "requests": 1, "h": h} for h in range(2)])
-    with pytest.warns(InputWarning, match="1 usage row\(s\) lie outside the cost data"):
+    with pytest.warns(InputWarning, match=r"1 usage row\(s\) lie outside the cost data"):
         allocate(c, u, rules(_rules()))
 
 

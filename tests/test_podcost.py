@@ -370,7 +370,8 @@ def test_windowed_nodes_run_only_in_their_windows(tmp_path):
 
 def test_empty_pod_file_gives_an_empty_canonical_table(tmp_path):
     frame, warned = run_warned(tmp_path, M6I_LARGE, "")
-    assert frame.empty and list(frame.columns) == [*COST_REQUIRED_COLUMNS, "cpu_cost", "memory_cost"]
+    assert frame.empty
+    assert list(frame.columns) == [*COST_REQUIRED_COLUMNS, "cpu_cost", "memory_cost"]
     assert len(warned) == 1 and "no rows" in warned[0]
     assert write_podcost(frame, "json", None) == "[]\n"
 

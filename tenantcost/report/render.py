@@ -290,4 +290,9 @@ def write_pack(
             bar.update(task, advance=1, description=f"rendering {name}")
 
         writer = Writer(pack, out, formats, templates, tick)
-        return writer.run()
+        try:
+            return writer.run()
+        except OSError as exc:
+            raise InputError(
+                f"cannot write the report: {exc.strerror or exc}", file=exc.filename or str(out)
+            ) from None

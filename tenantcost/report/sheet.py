@@ -329,7 +329,7 @@ def build_sheet(pack: ReportPack, client: str, file_slug: str | None = None) -> 
         "direct workload, distributed idle).",
         [
             Bar(
-                redact(f"{line.source} ({line.kind})"),
+                redact(f"{line.source} ({line.key})" if line.key != "-" else line.source),
                 float(line.amount.replace(",", "")),
                 line.amount,
             )
