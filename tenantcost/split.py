@@ -73,38 +73,46 @@ def quote(name: str) -> str:
 
 
 def _split(name: str, recipients: str, pools: str) -> str:
-    """CTEs that split ``pools`` (pool, amount) over ``recipients`` (pool, client, weight)."""
+    """CTEs that split ``pools`` (pool, amount) over ``recipients`` (pool, client, weight > 0).
+
+    Totals are hash aggregates joined back (cheaper than window sums); the one sort left is
+    the ranking of remainders inside each pool.
+    """
     return f"""
-    {name}_r AS (
-        SELECT r.pool, r.client, r.weight, p.amount AS parent,
-               sum(r.weight) OVER (PARTITION BY r.pool) AS total
-        FROM {recipients} r JOIN {pools} p ON p.pool = r.pool
-        WHERE r.weight > 0
-    ),
-    {name}_q AS (
-        SELECT *, parent::DOUBLE * (weight::DOUBLE / total::DOUBLE) AS quota FROM {name}_r
+    {name}_t AS (
+        SELECT pool, sum(weight) AS total FROM {recipients} GROUP BY pool
     ),
     {name}_b AS (
-        SELECT *, floor(quota)::BIGINT AS base, quota - floor(quota) AS frac FROM {name}_q
+        SELECT r.pool, r.client, r.weight, t.total, p.amount AS parent,
+               floor(p.amount::DOUBLE * (r.weight::DOUBLE / t.total::DOUBLE))::BIGINT AS base,
+               p.amount::DOUBLE * (r.weight::DOUBLE / t.total::DOUBLE)
+                 - floor(p.amount::DOUBLE * (r.weight::DOUBLE / t.total::DOUBLE)) AS frac
+        FROM {recipients} r JOIN {name}_t t ON t.pool = r.pool JOIN {pools} p ON p.pool = r.pool
+    ),
+    {name}_left AS (
+        SELECT pool, any_value(parent) - sum(base) AS leftover FROM {name}_b GROUP BY pool
     ),
     {name} AS (
-        SELECT pool, client, weight, total,
-               base + CASE WHEN row_number() OVER (
-                                PARTITION BY pool ORDER BY frac DESC, client ASC)
-                            <= parent - sum(base) OVER (PARTITION BY pool)
-                      THEN 1 ELSE 0 END AS amount
-        FROM {name}_b
+        SELECT b.pool, b.client, b.weight, b.total,
+               b.base + CASE WHEN row_number() OVER (
+                                  PARTITION BY b.pool ORDER BY b.frac DESC, b.client ASC)
+                              <= l.leftover THEN 1 ELSE 0 END AS amount
+        FROM {name}_b b JOIN {name}_left l ON l.pool = b.pool
     )"""
 
 
 def _weight_expression(metrics: list[str]) -> str:
-    """The per-usage-row weight of a spec: its key column, ``even`` or contract weights."""
+    """The per-usage-row weight of a spec: its key column, ``even`` or contract weights.
+
+    One scan of the chunk serves every key: a CASE on the spec's (small-integer) key picks
+    the column, which measured faster than one scan per key.
+    """
     active = " OR ".join(f"u.{quote(m)} > 0" for m in metrics) or "FALSE"
     by_column = " ".join(
-        f"WHEN {_literal(m)} THEN round_even(u.{quote(m)} * {MEASURE_SCALE}, 0)::BIGINT"
-        for m in metrics
+        f"WHEN {i} THEN round_even(u.{quote(m)} * {MEASURE_SCALE}, 0)::BIGINT"
+        for i, m in enumerate(metrics)
     )
-    column_case = f"CASE s.key_column {by_column} ELSE 0 END" if metrics else "0"
+    column_case = f"CASE s.key_index {by_column} ELSE 0 END" if metrics else "0"
     return f"""CASE s.key_kind
         WHEN 'even' THEN CASE WHEN {active} THEN {MEASURE_SCALE} ELSE 0 END
         WHEN 'weights' THEN CASE WHEN {active} THEN coalesce(sw.weight, 0) ELSE 0 END
@@ -148,28 +156,51 @@ def run_split(
     (``UNATTRIBUTED_COLUMNS``). Callers fetch or aggregate them.
     """
     for name in ("pools", "specs", "spec_services", "spec_weights", "direct", "idle_pools"):
-        con.register(f"t_{name}", getattr(tables, name))
+        # Small tables: copied into DuckDB so the views below outlive the registration.
+        con.register("t_frame", getattr(tables, name))
+        con.execute(f"CREATE OR REPLACE TEMP TABLE t_{name} AS SELECT * FROM t_frame")
+        con.unregister("t_frame")
     weight = _weight_expression(metrics)
+    weights_join = (
+        "LEFT JOIN t_spec_weights sw ON sw.spec = p.spec AND sw.client = u.client"
+        if not tables.spec_weights.empty
+        else "LEFT JOIN (SELECT NULL::BIGINT AS weight) sw ON FALSE"
+    )
+    key_index = ", ".join(f"({i}, {_literal(m)})" for i, m in enumerate(metrics)) or "(0, '')"
+    # Single-service specs (every shared workload): usage rows are unique per window, service
+    # and client (the readers reject duplicates), so each row is one recipient as it is.
+    # Multi-service specs (external costs) sum a client's rows over the services (or take
+    # the max for `even` and contract weights, which count a client once).
     con.execute(
         f"""
-        CREATE OR REPLACE TEMP TABLE keyed AS
-        WITH rows AS (
-            SELECT p.pool, u.client, s.agg, {weight} AS weight
+        CREATE OR REPLACE TEMP TABLE recipients AS
+        WITH spec_info AS (
+            SELECT s.spec, s.key_kind, s.agg, coalesce(k.i, -1) AS key_index,
+                   (SELECT count(*) FROM t_spec_services ss WHERE ss.spec = s.spec) > 1 AS multi
+            FROM t_specs s LEFT JOIN (VALUES {key_index}) k(i, name) ON k.name = s.key_column
+        ),
+        rows AS (
+            SELECT p.pool, u.client, s.agg, s.multi, {weight} AS weight
             FROM t_pools p
-            JOIN t_specs s ON s.spec = p.spec
+            JOIN spec_info s ON s.spec = p.spec
             JOIN t_spec_services ss ON ss.spec = p.spec
             JOIN ({usage_sql}) u
               ON u.window_start = p.window_start AND u.window_end = p.window_end
              AND u.service = ss.service
-            LEFT JOIN t_spec_weights sw ON sw.spec = p.spec AND sw.client = u.client
-        ),
-        recipients AS (
-            SELECT pool, client,
-                   (CASE WHEN any_value(agg) = 'max' THEN max(weight)
-                         ELSE sum(weight) END)::BIGINT AS weight
-            FROM rows GROUP BY pool, client
-        ),
-        {_split("parts", "recipients", "t_pools")}
+            {weights_join}
+        )
+        SELECT pool, client, weight FROM rows WHERE NOT multi AND weight > 0
+        UNION ALL
+        SELECT pool, client,
+               (CASE WHEN any_value(agg) = 'max' THEN max(weight)
+                     ELSE sum(weight) END)::BIGINT AS weight
+        FROM rows WHERE multi GROUP BY pool, client HAVING max(weight) > 0
+        """
+    )
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE keyed AS
+        WITH {_split("parts", "recipients", "t_pools")}
         SELECT * FROM parts
         """
     )
@@ -186,21 +217,21 @@ def run_split(
             SELECT window_start, window_end, client, sum(amount)::BIGINT AS amount
             FROM attributed GROUP BY ALL HAVING sum(amount) > 0
         ),
-        recipients AS (
+        idle_recipients AS (
             SELECT ip.pool, a.client,
                    CASE WHEN ip.method = 'even' THEN {MEASURE_SCALE} ELSE a.amount END
                        ::BIGINT AS weight
             FROM t_idle_pools ip JOIN per_client a
               ON a.window_start = ip.window_start AND a.window_end = ip.window_end
         ),
-        {_split("parts", "recipients", "t_idle_pools")}
+        {_split("parts", "idle_recipients", "t_idle_pools")}
         SELECT * FROM parts
         """
     )
     scale = float(MEASURE_SCALE)
     con.execute(
         f"""
-        CREATE OR REPLACE TEMP TABLE lines AS
+        CREATE OR REPLACE TEMP VIEW lines AS
         SELECT p.window_start, p.window_end, p.rule_id, k.client, p.source, p.kind, p.key,
                k.weight / {scale} AS measure, k.total / {scale} AS total_measure,
                k.weight::DOUBLE / k.total::DOUBLE AS share, k.amount
@@ -226,8 +257,6 @@ def run_split(
         WHERE p.amount <> 0 AND NOT EXISTS (SELECT 1 FROM keyed k WHERE k.pool = p.pool)
         """
     )
-    for name in ("pools", "specs", "spec_services", "spec_weights", "direct", "idle_pools"):
-        con.unregister(f"t_{name}")
 
 
 def fetch_lines(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:

@@ -10,7 +10,8 @@ Two sources share one interface, so the same allocation code runs on a 6-row CSV
   and validates each chunk as it goes (errors name the file and the record number).
 
 Each source materialises one chunk into the DuckDB temp table ``chunk_usage`` with the
-canonical columns (``window_start, window_end, service, client``, the metrics, ``origin``).
+canonical columns (``window_start, window_end, service, client``, the metrics) and where
+each row came from (``origin_file``, ``origin_row``; the text is built only for messages).
 """
 
 from __future__ import annotations
@@ -27,6 +28,12 @@ from tenantcost.errors import InputError
 from tenantcost.readers.costs import expand_paths
 from tenantcost.split import quote
 from tenantcost.tables import USAGE_KEY_COLUMNS, metric_columns
+
+ORIGIN_SQL = (
+    "CASE WHEN origin_row IS NULL THEN origin_file "
+    "ELSE origin_file || ':row ' || origin_row END"
+)
+"""The text of a chunk row's origin (``file:row n``), built only when a message needs it."""
 
 
 def timestamp_literal(ts: pd.Timestamp) -> str:
@@ -66,9 +73,16 @@ class UsageSource(ABC):
     def windows(self, con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
         """The distinct windows of the current chunk, with the origin of one row of each."""
         frame = con.execute(
-            "SELECT window_start, window_end, min(origin) AS origin FROM chunk_usage "
-            "GROUP BY ALL ORDER BY window_start, window_end"
+            "SELECT window_start, window_end, "
+            "arg_min(origin_file, coalesce(origin_row, 0)) AS origin_file, "
+            "min(origin_row) AS origin_row "
+            "FROM chunk_usage GROUP BY window_start, window_end ORDER BY window_start, window_end"
         ).df()
+        frame["origin"] = frame["origin_file"].where(
+            frame["origin_row"].isna(),
+            frame["origin_file"] + ":row " + frame["origin_row"].astype("Int64").astype(str),
+        )
+        frame = frame.drop(columns=["origin_file", "origin_row"])
         for column in ("window_start", "window_end"):
             frame[column] = frame[column].astype("datetime64[ns, UTC]")
         return frame
@@ -99,9 +113,10 @@ class FrameUsage(UsageSource):
         self, con: duckdb.DuckDBPyConnection, start: pd.Timestamp, end: pd.Timestamp
     ) -> int:
         con.register("usage_frame", self.frame)
-        columns = ", ".join(quote(c) for c in [*USAGE_KEY_COLUMNS, *self.metrics, "origin"])
+        columns = ", ".join(quote(c) for c in [*USAGE_KEY_COLUMNS, *self.metrics])
         con.execute(
-            f"CREATE OR REPLACE TEMP TABLE chunk_usage AS SELECT {columns} FROM usage_frame "
+            f"CREATE OR REPLACE TEMP TABLE chunk_usage AS SELECT {columns}, "
+            "origin AS origin_file, NULL::BIGINT AS origin_row FROM usage_frame "
             f"WHERE window_start >= {timestamp_literal(start)} "
             f"AND window_start < {timestamp_literal(end)}"
         )
@@ -214,7 +229,7 @@ class ParquetUsage(UsageSource):
                    CAST(service AS VARCHAR) AS service,
                    coalesce(CAST(client AS VARCHAR), '') AS client,
                    {metrics},
-                   filename || ':row ' || (file_row_number + 1) AS origin
+                   filename AS origin_file, file_row_number + 1 AS origin_row
             FROM {self.scan} WHERE {where}
             """
         )
@@ -223,43 +238,45 @@ class ParquetUsage(UsageSource):
         return int(row[0]) if row else 0
 
     def _validate(self, con: duckdb.DuckDBPyConnection) -> None:
-        """The checks the CSV reader makes, as SQL over the chunk (first bad row wins)."""
+        """The checks the CSV reader makes, as SQL over the chunk: one pass to count every
+        kind of problem, then the first bad row of the first kind found, by file and row."""
         checks: list[tuple[str, str, str]] = [
-            (
-                "service IS NULL OR trim(service) = ''",
-                "service",
-                "service is empty: every usage row must name the service it measures",
-            ),
+            ("service IS NULL OR trim(service) = ''", "service",
+             "service is empty: every usage row must name the service it measures"),
             ("window_end <= window_start", "window_end", "window_end is not after window_start"),
         ]
         for m in self.metrics:
             q = quote(m)
-            checks.append(
-                (
-                    f"{q} IS NULL OR isnan({q})",
-                    m,
-                    "usage value is missing: every metric needs a number >= 0",
-                )
-            )
+            checks.append((f"{q} IS NULL OR isnan({q})", m,
+                           "usage value is missing: every metric needs a number >= 0"))
             checks.append((f"{q} < 0 OR isinf({q})", m, "usage value must be finite and >= 0"))
-        for condition, column, message in checks:
-            row = con.execute(
-                f"SELECT origin FROM chunk_usage WHERE {condition} ORDER BY origin LIMIT 1"
-            ).fetchone()
-            if row:
-                file, _, where = str(row[0]).rpartition(":")
-                raise InputError(message, file=file, where=where, column=column)
-        dup = con.execute(
-            "SELECT min(origin), max(origin), service, client FROM chunk_usage "
-            "GROUP BY window_start, window_end, service, client HAVING count(*) > 1 "
-            "ORDER BY 1 LIMIT 1"
+        counts = con.execute(
+            "SELECT " + ", ".join(f"count_if({c})" for c, _, _ in checks) + " FROM chunk_usage"
         ).fetchone()
-        if dup:
+        for (condition, column, message), count in zip(checks, counts or (), strict=True):
+            if count:
+                row = con.execute(
+                    f"SELECT origin_file, origin_row FROM chunk_usage WHERE {condition} "
+                    "ORDER BY origin_file, origin_row LIMIT 1"
+                ).fetchone()
+                assert row is not None
+                raise InputError(message, file=str(row[0]), where=f"row {row[1]}", column=column)
+        key = con.execute(
+            "SELECT window_start, window_end, service, client FROM chunk_usage "
+            "GROUP BY window_start, window_end, service, client HAVING count(*) > 1 LIMIT 1"
+        ).fetchone()
+        if key:
+            rows = con.execute(
+                f"SELECT {ORIGIN_SQL} FROM chunk_usage WHERE window_start = ? AND window_end = ? "
+                "AND service = ? AND client = ? ORDER BY origin_file, origin_row LIMIT 2",
+                list(key),
+            ).fetchall()
+            file, _, where = str(rows[1][0]).rpartition(":")
             raise InputError(
-                f"duplicate usage row: same window, service '{dup[2]}' and client '{dup[3]}' "
-                f"as {dup[1]}",
-                file=str(dup[0]).rpartition(":")[0],
-                where=str(dup[0]).rpartition(":")[2],
+                f"duplicate usage row: same window, service '{key[2]}' and client '{key[3]}' "
+                f"as {rows[0][0]}",
+                file=file,
+                where=where,
                 column="client",
             )
 
