@@ -45,7 +45,7 @@
 --              rule_external_services(ext INTEGER, service VARCHAR)
 --              rule_idle(method VARCHAR)                 -- keep | proportional | even
 -- OUTPUT: the last statement returns client, amount_micros (sorted by client); the tables
---   cost_rows, unmatched, parts, idle_parts, client_totals stay available for checks.
+--   cost_rows, unmatched, pools, attributed, idle_parts, client_totals stay available.
 
 SET TimeZone = 'UTC';
 SET preserve_insertion_order = false;  -- no ORDER BY is relied on but the last one
@@ -53,9 +53,7 @@ SET preserve_insertion_order = false;  -- no ORDER BY is relied on but the last 
 -- 1. Cost rows from the OpenCost /allocation response ----------------------------------------
 CREATE OR REPLACE TEMP TABLE cost_rows AS
 WITH doc AS (
-    SELECT json AS j
-    FROM read_json_objects(getvariable('costs_file'), format = 'unstructured',
-                           maximum_object_size = 1073741824)
+    SELECT content::JSON AS j FROM read_text(getvariable('costs_file'))
 ), steps AS (
     SELECT unnest(json_extract(j, '$.data[*]')) AS step FROM doc
 ), allocations AS (
@@ -163,8 +161,9 @@ FROM (
     FROM external_amounts a JOIN rule_externals x USING (ext)
 );
 
--- Recipients: (pool, client, w > 0), one row per client of the pool.
-CREATE OR REPLACE TEMP TABLE recipients AS
+-- Recipients: (pool, client, w > 0), one row per client of the pool. A view: the usage is
+-- scanned where it is needed and never held in memory as a whole.
+CREATE OR REPLACE TEMP VIEW recipients AS
 SELECT p.pool, u.client, key_w(p.key, u.w_requests, u.w_cpu_seconds, u.w_even) AS w
 FROM usage_w u
 JOIN pools p
@@ -181,48 +180,47 @@ JOIN pools p
 WHERE key_w(p.key, u.w_requests, u.w_cpu_seconds, u.w_even) > 0
 GROUP BY p.pool, u.client;
 
--- 3. Largest-remainder split, as a macro over rows (grp, client, w, P, ...) ------------------
--- Returns the input rows with their `part`; parts of a group sum to its P exactly.
+-- 3. Largest-remainder split, as a macro over rows (grp, tag, client, w, P) -------------------
+-- Returns (grp, tag, client, part); the parts of a group sum to its P exactly. `tag` is
+-- carried along (here: the window start) so that callers need no join to aggregate parts.
 CREATE OR REPLACE TEMP MACRO largest_remainder(rows_table) AS TABLE
 WITH totals AS (
     SELECT grp, sum(w) AS W FROM query_table(rows_table) GROUP BY grp
-), b AS (
-    SELECT r.*, floor(r.P::DOUBLE * (r.w::DOUBLE / t.W::DOUBLE))::BIGINT AS base,
-           r.P::DOUBLE * (r.w::DOUBLE / t.W::DOUBLE)
-             - floor(r.P::DOUBLE * (r.w::DOUBLE / t.W::DOUBLE)) AS frac
+), q AS (
+    SELECT r.grp, r.tag, r.client, r.P, r.P::DOUBLE * (r.w::DOUBLE / t.W::DOUBLE) AS quota
     FROM query_table(rows_table) r JOIN totals t ON r.grp = t.grp
-), remainders AS (
-    SELECT grp, any_value(P) - sum(base) AS R FROM b GROUP BY grp
+), b AS (
+    SELECT grp, tag, client, P, floor(quota)::BIGINT AS base, quota - floor(quota) AS frac
+    FROM q
 ), ranked AS (
-    SELECT b.*, row_number() OVER (PARTITION BY grp ORDER BY frac DESC, client ASC) AS rnk
+    SELECT grp, tag, client, base,
+           P - sum(base) OVER (PARTITION BY grp) AS R,
+           row_number() OVER (PARTITION BY grp ORDER BY frac DESC, client ASC) AS rnk
     FROM b
 )
-SELECT ranked.* EXCLUDE (base, frac, rnk),
-       (base + CASE WHEN rnk <= m.R THEN 1 ELSE 0 END)::BIGINT AS part
-FROM ranked JOIN remainders m ON ranked.grp = m.grp;
+SELECT grp, tag, client, (base + CASE WHEN rnk <= R THEN 1 ELSE 0 END)::BIGINT AS part
+FROM ranked;
 
 CREATE OR REPLACE TEMP VIEW split_input AS
-SELECT r.pool AS grp, r.client, r.w, p.amount AS P, p.window_start
+SELECT r.pool AS grp, p.window_start AS tag, r.client, r.w, p.amount AS P
 FROM recipients r JOIN pools p USING (pool);
 
-CREATE OR REPLACE TEMP TABLE parts AS
-SELECT grp AS pool, window_start, client, part FROM largest_remainder('split_input');
-DROP VIEW split_input;
-DROP TABLE recipients;  -- frees its memory; `parts` has everything the rest needs
+-- What each client was attributed in each window (shared + external parts). The parts of
+-- the empty client '' are unattributed and dropped here.
+CREATE OR REPLACE TEMP TABLE attributed AS
+SELECT tag AS window_start, client, sum(part)::BIGINT AS amount
+FROM largest_remainder('split_input')
+WHERE client <> ''
+GROUP BY tag, client;
 
 -- 5. Idle, split over the clients in proportion to what they were attributed ------------------
-CREATE OR REPLACE TEMP TABLE idle_input AS
+CREATE OR REPLACE TEMP VIEW idle_input AS
 WITH idle_pools AS (
     SELECT window_start, sum(micros)::BIGINT AS P
     FROM classified WHERE class = 'idle'
     GROUP BY window_start
-), attributed AS (
-    SELECT window_start, client, sum(part)::BIGINT AS amount
-    FROM parts
-    WHERE client <> ''
-    GROUP BY window_start, client
 )
-SELECT i.window_start AS grp, a.client,
+SELECT i.window_start AS grp, i.window_start AS tag, a.client,
        CASE (SELECT min(method) FROM rule_idle) WHEN 'even' THEN 1 ELSE a.amount END AS w,
        i.P
 FROM idle_pools i
@@ -230,13 +228,13 @@ JOIN attributed a USING (window_start)
 WHERE a.amount > 0 AND (SELECT min(method) FROM rule_idle) IN ('proportional', 'even');
 
 CREATE OR REPLACE TEMP TABLE idle_parts AS
-SELECT grp AS window_start, client, part FROM largest_remainder('idle_input');
+SELECT tag AS window_start, client, part FROM largest_remainder('idle_input');
 
 -- 6. Client totals -----------------------------------------------------------------------------
 CREATE OR REPLACE TEMP TABLE client_totals AS
 SELECT client, sum(part)::BIGINT AS amount_micros
 FROM (
-    SELECT client, part FROM parts WHERE client <> ''
+    SELECT client, amount AS part FROM attributed
     UNION ALL
     SELECT client, part FROM idle_parts
 )

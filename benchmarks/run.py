@@ -27,6 +27,7 @@ import contextlib
 import json
 import os
 import platform
+import resource
 import shlex
 import signal
 import statistics
@@ -329,17 +330,18 @@ def report(results: list[CaseResult], args: argparse.Namespace) -> str:
         if any("not deterministic" in e for e in r.errors):
             agree = "no"
 
-        def fmt(v: float | None, mib: bool = False) -> str:
+        def fmt(v: float | None, runs: list[Run], mib: bool = False) -> str:
             if v is None:
-                return "failed" if not mib else "-"
+                return ("failed" if runs else "not run") if not mib else "-"
             return _mib(v) if mib else f"{v:.2f}"
 
         ratio = f"{tc_s / ref_s:.1f}" if compared and ref_s else "-"
         lines.append(
             f"| {CASES[r.case]['clients']:,} x {CASES[r.case]['services']} x "
-            f"{CASES[r.case]['hours']} h ({r.case}) | {r.rows:,} | {fmt(tc_s)} | {fmt(ref_s)} | "
-            f"{ratio} | {fmt(tc_rss, True)} | {fmt(ref_rss, True)} | {fmt(tc_max, True)} | "
-            f"{fmt(ref_max, True)} | {agree} |"
+            f"{CASES[r.case]['hours']} h ({r.case}) | {r.rows:,} | {fmt(tc_s, r.tenantcost)} | "
+            f"{fmt(ref_s, r.reference)} | {ratio} | {fmt(tc_rss, r.tenantcost, True)} | "
+            f"{fmt(ref_rss, r.reference, True)} | {fmt(tc_max, r.tenantcost, True)} | "
+            f"{fmt(ref_max, r.reference, True)} | {agree} |"
         )
     lines += [
         "",
@@ -347,6 +349,9 @@ def report(results: list[CaseResult], args: argparse.Namespace) -> str:
         "Peak RSS: sum over the process tree, sampled every 50 ms; maxrss: ru_maxrss of the "
         "process (wait4).",
         f"tenantcost extra arguments: {args.engine_args or '(none)'}",
+        "Cross-check: the largest ru_maxrss of any child of this script "
+        f"(getrusage(RUSAGE_CHILDREN), /usr/bin/time's counter): "
+        f"{_mib(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)}.",
         "",
         *machine_info(),
     ]

@@ -62,6 +62,7 @@ from tenantcost.tables import empty_usage
 from tenantcost.usage_source import FrameUsage, UsageSource
 from tenantcost.windows import (
     Period,
+    auto_chunk,
     check_cost_windows,
     check_usage_windows,
     chunk_bounds,
@@ -86,7 +87,6 @@ NO_CLIENT = ""
 
 CAUSE_NO_CLIENT_PROPERTY = "direct workload without client property"
 ITEM_COLUMNS = ["window_start", "window_end", "rule_id", "class", "name", "reason", "amount"]
-DEFAULT_CHUNK = pd.Timedelta(days=1)
 
 
 class Engine(Protocol):
@@ -619,7 +619,18 @@ def process_chunk(
     engines give identical results to the unit).
     """
     usage_rows = source.materialise(con, task.start, task.end)
-    orphans = check_usage_windows(source.windows(con), task.cost_windows)
+    windows = source.windows(con)
+    known = (
+        windows.merge(
+            task.cost_windows[["window_start", "window_end"]], how="left", indicator=True
+        )["_merge"]
+        .eq("both")
+        .to_numpy()
+    )
+    # Origins are looked up only for windows that match no cost window (rare; errors name them).
+    orphans = check_usage_windows(
+        source.with_origins(con, windows[~known].reset_index(drop=True)), task.cost_windows
+    )
     run_split(con, task.tables, "SELECT * FROM chunk_usage", source.metrics)
     lines = fetch_lines(con) if task.detail == "window" else fetch_period_lines(con)
     if task.lines_part is not None:
@@ -648,7 +659,7 @@ def allocate_stream(
     key: Key | None = None,
     period: Period | None = None,
     detail: str = "period",
-    chunk: pd.Timedelta = DEFAULT_CHUNK,
+    chunk: pd.Timedelta | None = None,
     lines_out: Path | None = None,
     progress: Callable[[int, int], None] | None = None,
     rules_origin: str = "<rules>",
@@ -680,6 +691,8 @@ def allocate_stream(
                 "no cost to split (give --from/--to or --month to choose the period)"
             )
 
+    if chunk is None:  # about CHUNK_ROW_BUDGET usage rows at a time
+        chunk = auto_chunk(source.estimated_rows(con), plan.period)
     bounds = chunk_bounds(plan.period, chunk)
     tasks = []
     for i, (start, end) in enumerate(bounds):

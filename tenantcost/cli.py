@@ -18,7 +18,7 @@ import pandas as pd
 import typer
 
 from tenantcost import __version__
-from tenantcost.allocate import DEFAULT_CHUNK, AllocationResult, allocate_stream
+from tenantcost.allocate import AllocationResult, allocate_stream
 from tenantcost.collect import (
     RESPONSES_FOLDER,
     collect_summary,
@@ -155,7 +155,8 @@ ChunkOpt = Annotated[
     str,
     typer.Option(
         "--chunk",
-        help="Time chunk read and split at once (memory is bounded by one chunk), e.g. 1D, 6h.",
+        help="Time chunk read and split at once (memory is bounded by one chunk): 'auto' "
+        "(about 2.5 M usage rows a chunk) or a duration such as 1D or 6h.",
     ),
 ]
 
@@ -178,7 +179,10 @@ def open_engine(engine: str, scheduler: str | None, workers: int | None) -> Iter
         yield dask_engine
 
 
-def parse_chunk(text: str) -> pd.Timedelta:
+def parse_chunk(text: str) -> pd.Timedelta | None:
+    """``auto`` (None: sized by the usage row count) or a positive duration."""
+    if text == "auto":
+        return None
     try:
         chunk = pd.Timedelta(text)
     except ValueError:
@@ -245,7 +249,7 @@ class Inputs:
         *,
         detail: str = "period",
         lines_out: Path | None = None,
-        chunk: pd.Timedelta = DEFAULT_CHUNK,
+        chunk: pd.Timedelta | None = None,
         engine: Any = None,
     ) -> AllocationResult:
         """Allocate the inputs (chunk by chunk; ``detail`` 'period' or 'window')."""
@@ -311,7 +315,7 @@ def allocate_command(
     engine: EngineOpt = "local",
     scheduler: SchedulerOpt = None,
     workers: WorkersOpt = None,
-    chunk: ChunkOpt = "1D",
+    chunk: ChunkOpt = "auto",
     fmt: Annotated[str, typer.Option("--format", help="table (default), json or csv.")] = "table",
     out: Annotated[
         Path | None,
@@ -372,7 +376,7 @@ def compare_command(
     engine: EngineOpt = "local",
     scheduler: SchedulerOpt = None,
     workers: WorkersOpt = None,
-    chunk: ChunkOpt = "1D",
+    chunk: ChunkOpt = "auto",
     fmt: Annotated[str, typer.Option("--format", help="table (default) or json.")] = "table",
     opencost_url: OpenCostUrlOpt = None,
     step: StepOpt = None,
@@ -412,7 +416,7 @@ def reconcile_command(
     engine: EngineOpt = "local",
     scheduler: SchedulerOpt = None,
     workers: WorkersOpt = None,
-    chunk: ChunkOpt = "1D",
+    chunk: ChunkOpt = "auto",
     fmt: Annotated[str, typer.Option("--format", help="table (default) or json.")] = "table",
     opencost_url: OpenCostUrlOpt = None,
     step: StepOpt = None,

@@ -268,12 +268,36 @@ def fetch_unattributed(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     return con.execute(f"SELECT {', '.join(UNATTRIBUTED_COLUMNS)} FROM unattributed").df()
 
 
-PERIOD_LINE_SQL = """
-    SELECT min(window_start) AS window_start, max(window_end) AS window_end, rule_id, client,
-           source, kind, key, sum(measure) AS measure, sum(total_measure) AS total_measure,
-           sum(measure) / nullif(sum(total_measure), 0) AS share,
-           sum(amount)::BIGINT AS amount, count(*)::BIGINT AS windows
-    FROM lines GROUP BY rule_id, client, source, kind, key
+PERIOD_LINE_SQL = f"""
+    WITH keyed_sums AS (
+        -- Aggregate on integer keys first (spec, client); labels are joined afterwards.
+        SELECT p.spec, k.client, min(p.window_start) AS window_start,
+               max(p.window_end) AS window_end, sum(k.weight) AS weight,
+               sum(k.total) AS total, sum(k.amount) AS amount, count(*) AS windows
+        FROM keyed k JOIN t_pools p ON p.pool = k.pool WHERE k.client <> ''
+        GROUP BY p.spec, k.client
+    ),
+    spec_labels AS (
+        SELECT DISTINCT spec, rule_id, source, kind, key FROM t_pools
+    ),
+    idle_sums AS (
+        SELECT p.rule_id, p.method AS key, k.client, min(p.window_start) AS window_start,
+               max(p.window_end) AS window_end, sum(k.weight) AS weight,
+               sum(k.total) AS total, sum(k.amount) AS amount, count(*) AS windows
+        FROM idle_parts k JOIN t_idle_pools p ON p.pool = k.pool
+        GROUP BY p.rule_id, p.method, k.client
+    )
+    SELECT s.window_start, s.window_end, l.rule_id, s.client, l.source, l.kind, l.key,
+           s.weight / {float(MEASURE_SCALE)} AS measure,
+           s.total / {float(MEASURE_SCALE)} AS total_measure,
+           s.weight::DOUBLE / nullif(s.total, 0)::DOUBLE AS share,
+           s.amount::BIGINT AS amount, s.windows::BIGINT AS windows
+    FROM keyed_sums s JOIN spec_labels l ON l.spec = s.spec
+    UNION ALL
+    SELECT window_start, window_end, rule_id, client, 'idle', 'idle', key,
+           weight / {float(MEASURE_SCALE)}, total / {float(MEASURE_SCALE)},
+           weight::DOUBLE / nullif(total, 0)::DOUBLE, amount::BIGINT, windows::BIGINT
+    FROM idle_sums
 """
 
 

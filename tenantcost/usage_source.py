@@ -10,8 +10,8 @@ Two sources share one interface, so the same allocation code runs on a 6-row CSV
   and validates each chunk as it goes (errors name the file and the record number).
 
 Each source materialises one chunk into the DuckDB temp table ``chunk_usage`` with the
-canonical columns (``window_start, window_end, service, client``, the metrics) and where
-each row came from (``origin_file``, ``origin_row``; the text is built only for messages).
+canonical columns (``window_start, window_end, service, client``, the metrics). Where a row
+came from (file and row) is looked up only when an error has to name it.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import difflib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pandas as pd
@@ -28,12 +29,6 @@ from tenantcost.errors import InputError
 from tenantcost.readers.costs import expand_paths
 from tenantcost.split import quote
 from tenantcost.tables import USAGE_KEY_COLUMNS, metric_columns
-
-ORIGIN_SQL = (
-    "CASE WHEN origin_row IS NULL THEN origin_file "
-    "ELSE origin_file || ':row ' || origin_row END"
-)
-"""The text of a chunk row's origin (``file:row n``), built only when a message needs it."""
 
 
 def timestamp_literal(ts: pd.Timestamp) -> str:
@@ -61,6 +56,10 @@ class UsageSource(ABC):
         """
 
     @abstractmethod
+    def estimated_rows(self, con: duckdb.DuckDBPyConnection) -> int:
+        """About how many usage rows there are (for choosing the chunk size)."""
+
+    @abstractmethod
     def count_outside(
         self, con: duckdb.DuckDBPyConnection, start: pd.Timestamp, end: pd.Timestamp
     ) -> int:
@@ -71,21 +70,31 @@ class UsageSource(ABC):
         return self
 
     def windows(self, con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-        """The distinct windows of the current chunk, with the origin of one row of each."""
+        """The distinct windows of the current chunk (``window_start, window_end``)."""
         frame = con.execute(
-            "SELECT window_start, window_end, "
-            "arg_min(origin_file, coalesce(origin_row, 0)) AS origin_file, "
-            "min(origin_row) AS origin_row "
-            "FROM chunk_usage GROUP BY window_start, window_end ORDER BY window_start, window_end"
+            "SELECT DISTINCT window_start, window_end FROM chunk_usage "
+            "ORDER BY window_start, window_end"
         ).df()
-        frame["origin"] = frame["origin_file"].where(
-            frame["origin_row"].isna(),
-            frame["origin_file"] + ":row " + frame["origin_row"].astype("Int64").astype(str),
-        )
-        frame = frame.drop(columns=["origin_file", "origin_row"])
         for column in ("window_start", "window_end"):
             frame[column] = frame[column].astype("datetime64[ns, UTC]")
         return frame
+
+    @abstractmethod
+    def first_row(self, con: duckdb.DuckDBPyConnection, condition: str) -> str:
+        """``file:row n`` of the first row of the current chunk meeting a SQL ``condition``
+        (only called to word an error, so it may re-read the input)."""
+
+    def with_origins(self, con: duckdb.DuckDBPyConnection, windows: pd.DataFrame) -> pd.DataFrame:
+        """``windows`` with the origin of one usage row of each (for error messages)."""
+        origins = [
+            self.first_row(
+                con,
+                f"window_start = {timestamp_literal(w.window_start)} "
+                f"AND window_end = {timestamp_literal(w.window_end)}",
+            )
+            for w in windows.itertuples(index=False)  # only the few windows an error names
+        ]
+        return windows.assign(origin=origins)
 
 
 class FrameUsage(UsageSource):
@@ -103,6 +112,9 @@ class FrameUsage(UsageSource):
         ws = self.frame["window_start"]
         return FrameUsage(self.frame[(ws >= start) & (ws < end)], origin=self.origin)
 
+    def estimated_rows(self, con: duckdb.DuckDBPyConnection) -> int:
+        return len(self.frame)
+
     def count_outside(
         self, con: duckdb.DuckDBPyConnection, start: pd.Timestamp, end: pd.Timestamp
     ) -> int:
@@ -113,16 +125,19 @@ class FrameUsage(UsageSource):
         self, con: duckdb.DuckDBPyConnection, start: pd.Timestamp, end: pd.Timestamp
     ) -> int:
         con.register("usage_frame", self.frame)
-        columns = ", ".join(quote(c) for c in [*USAGE_KEY_COLUMNS, *self.metrics])
+        columns = ", ".join(quote(c) for c in [*USAGE_KEY_COLUMNS, *self.metrics, "origin"])
         con.execute(
-            f"CREATE OR REPLACE TEMP TABLE chunk_usage AS SELECT {columns}, "
-            "origin AS origin_file, NULL::BIGINT AS origin_row FROM usage_frame "
+            f"CREATE OR REPLACE TEMP TABLE chunk_usage AS SELECT {columns} FROM usage_frame "
             f"WHERE window_start >= {timestamp_literal(start)} "
             f"AND window_start < {timestamp_literal(end)}"
         )
         con.unregister("usage_frame")
-        row = con.execute("SELECT count(*) FROM chunk_usage").fetchone()
+        row = _first(con.execute("SELECT count(*) FROM chunk_usage"))
         return int(row[0]) if row else 0
+
+    def first_row(self, con: duckdb.DuckDBPyConnection, condition: str) -> str:
+        row = _first(con.execute(f"SELECT origin FROM chunk_usage WHERE {condition} LIMIT 1"))
+        return str(row[0]) if row else self.origin
 
 
 _NUMERIC_PREFIXES = (
@@ -198,14 +213,22 @@ class ParquetUsage(UsageSource):
         ).fetchall()
         return sorted(str(r[0]) for r in rows)
 
+    def estimated_rows(self, con: duckdb.DuckDBPyConnection) -> int:
+        """From the Parquet footers: no data page is read."""
+        files = "[" + ", ".join(_literal(f) for f in self.files) + "]"
+        row = _first(con.execute(f"SELECT sum(num_rows) FROM parquet_file_metadata({files})"))
+        return int(row[0]) if row and row[0] is not None else 0
+
     def count_outside(
         self, con: duckdb.DuckDBPyConnection, start: pd.Timestamp, end: pd.Timestamp
     ) -> int:
-        row = con.execute(
-            f"SELECT count(*) FROM {self.scan} WHERE CAST(window_start AS TIMESTAMPTZ) < "
-            f"{timestamp_literal(start)} OR CAST(window_start AS TIMESTAMPTZ) >= "
-            f"{timestamp_literal(end)}"
-        ).fetchone()
+        row = _first(
+            con.execute(
+                f"SELECT count(*) FROM {self.scan} WHERE CAST(window_start AS TIMESTAMPTZ) < "
+                f"{timestamp_literal(start)} OR CAST(window_start AS TIMESTAMPTZ) >= "
+                f"{timestamp_literal(end)}"
+            )
+        )
         return int(row[0]) if row else 0
 
     def materialise(
@@ -220,65 +243,97 @@ class ParquetUsage(UsageSource):
             first = start.tz_convert("UTC").date() - pd.Timedelta(days=1)
             last = end.tz_convert("UTC").date()
             where += f" AND CAST(date AS DATE) BETWEEN DATE '{first}' AND DATE '{last}'"
-        metrics = ", ".join(f"CAST({quote(m)} AS DOUBLE) AS {quote(m)}" for m in self.metrics)
+        self._chunk_where = where
         con.execute(
-            f"""
-            CREATE OR REPLACE TEMP TABLE chunk_usage AS
+            f"CREATE OR REPLACE TEMP TABLE chunk_usage AS {self._select(where, origin=False)}"
+        )
+        self._validate(con)
+        row = _first(con.execute("SELECT count(*) FROM chunk_usage"))
+        return int(row[0]) if row else 0
+
+    def _select(self, where: str, *, origin: bool) -> str:
+        """The canonical columns of the rows meeting ``where`` (with file and row if asked)."""
+        metrics = ", ".join(f"CAST({quote(m)} AS DOUBLE) AS {quote(m)}" for m in self.metrics)
+        extra = ", filename AS origin_file, file_row_number + 1 AS origin_row" if origin else ""
+        return f"""
             SELECT CAST(window_start AS TIMESTAMPTZ) AS window_start,
                    CAST(window_end AS TIMESTAMPTZ) AS window_end,
                    CAST(service AS VARCHAR) AS service,
                    coalesce(CAST(client AS VARCHAR), '') AS client,
-                   {metrics},
-                   filename AS origin_file, file_row_number + 1 AS origin_row
-            FROM {self.scan} WHERE {where}
-            """
+                   {metrics}{extra}
+            FROM {self.scan} WHERE {where}"""
+
+    def first_row(self, con: duckdb.DuckDBPyConnection, condition: str) -> str:
+        """Re-read the chunk with file names and row numbers (errors only) and name the row."""
+        row = _first(
+            con.execute(
+                f"SELECT origin_file, origin_row FROM "
+                f"({self._select(self._chunk_where, origin=True)}) "
+                f"WHERE {condition} ORDER BY origin_file, origin_row LIMIT 1"
+            )
         )
-        self._validate(con)
-        row = con.execute("SELECT count(*) FROM chunk_usage").fetchone()
-        return int(row[0]) if row else 0
+        return f"{row[0]}:row {row[1]}" if row else self.origin
 
     def _validate(self, con: duckdb.DuckDBPyConnection) -> None:
         """The checks the CSV reader makes, as SQL over the chunk: one pass to count every
         kind of problem, then the first bad row of the first kind found, by file and row."""
         checks: list[tuple[str, str, str]] = [
-            ("service IS NULL OR trim(service) = ''", "service",
-             "service is empty: every usage row must name the service it measures"),
+            (
+                "service IS NULL OR trim(service) = ''",
+                "service",
+                "service is empty: every usage row must name the service it measures",
+            ),
             ("window_end <= window_start", "window_end", "window_end is not after window_start"),
         ]
         for m in self.metrics:
             q = quote(m)
-            checks.append((f"{q} IS NULL OR isnan({q})", m,
-                           "usage value is missing: every metric needs a number >= 0"))
+            checks.append(
+                (
+                    f"{q} IS NULL OR isnan({q})",
+                    m,
+                    "usage value is missing: every metric needs a number >= 0",
+                )
+            )
             checks.append((f"{q} < 0 OR isinf({q})", m, "usage value must be finite and >= 0"))
-        counts = con.execute(
-            "SELECT " + ", ".join(f"count_if({c})" for c, _, _ in checks) + " FROM chunk_usage"
-        ).fetchone()
+        counts = _first(
+            con.execute(
+                "SELECT " + ", ".join(f"count_if({c})" for c, _, _ in checks) + " FROM chunk_usage"
+            )
+        )
         for (condition, column, message), count in zip(checks, counts or (), strict=True):
             if count:
-                row = con.execute(
-                    f"SELECT origin_file, origin_row FROM chunk_usage WHERE {condition} "
-                    "ORDER BY origin_file, origin_row LIMIT 1"
-                ).fetchone()
-                assert row is not None
-                raise InputError(message, file=str(row[0]), where=f"row {row[1]}", column=column)
-        key = con.execute(
-            "SELECT window_start, window_end, service, client FROM chunk_usage "
-            "GROUP BY window_start, window_end, service, client HAVING count(*) > 1 LIMIT 1"
-        ).fetchone()
+                file, _, where = self.first_row(con, condition).rpartition(":")
+                raise InputError(message, file=file, where=where, column=column)
+        key = _first(
+            con.execute(
+                "SELECT window_start, window_end, service, client FROM chunk_usage "
+                "GROUP BY window_start, window_end, service, client HAVING count(*) > 1 LIMIT 1"
+            )
+        )
         if key:
-            rows = con.execute(
-                f"SELECT {ORIGIN_SQL} FROM chunk_usage WHERE window_start = ? AND window_end = ? "
-                "AND service = ? AND client = ? ORDER BY origin_file, origin_row LIMIT 2",
-                list(key),
-            ).fetchall()
-            file, _, where = str(rows[1][0]).rpartition(":")
+            same = (
+                f"window_start = {timestamp_literal(pd.Timestamp(key[0]))} "
+                f"AND window_end = {timestamp_literal(pd.Timestamp(key[1]))} "
+                f"AND service = {_literal(str(key[2]))} AND client = {_literal(str(key[3]))}"
+            )
+            first = self.first_row(con, same)
+            second = self.first_row(
+                con, f"{same} AND NOT (origin_file || ':row ' || origin_row = {_literal(first)})"
+            )
+            file, _, where = second.rpartition(":")
             raise InputError(
                 f"duplicate usage row: same window, service '{key[2]}' and client '{key[3]}' "
-                f"as {rows[0][0]}",
+                f"as {first}",
                 file=file,
                 where=where,
                 column="client",
             )
+
+
+def _first(result: duckdb.DuckDBPyConnection) -> tuple[Any, ...] | None:
+    """The first row of a result, reading it to the end (DuckDB 2 wants results finished)."""
+    rows = result.fetchall()
+    return tuple(rows[0]) if rows else None
 
 
 def _literal(text: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import pairwise
 
+import numpy as np
 import pandas as pd
 
 from tenantcost.errors import InputError, warn
@@ -162,12 +163,15 @@ def warn_usage_without_cost(count: int, first: pd.Series | None) -> None:
 
 
 def chunk_bounds(period: Period, chunk: pd.Timedelta) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
-    """Consecutive ``[start, end)`` chunks covering the period, cut on UTC multiples of
-    ``chunk`` (for example midnight for one day), so memory stays bounded on long periods."""
+    """Consecutive ``[start, end)`` chunks covering the period, so memory stays bounded on
+    long periods. Chunks that divide a day are cut on UTC multiples of ``chunk`` (midnight
+    for one day); others are counted from the period's start."""
     step = pd.Timedelta(chunk)
     if step <= pd.Timedelta(0):
         raise InputError(f"chunk size must be positive, got {chunk}")
-    start = period.start.floor(step) if step <= pd.Timedelta(days=1) else period.start
+    day = pd.Timedelta(days=1)
+    aligned = step <= day and day % step == pd.Timedelta(0)
+    start = period.start.floor(step) if aligned else period.start
     edges = [period.start]
     edge = start + step
     while edge < period.end:
@@ -176,3 +180,19 @@ def chunk_bounds(period: Period, chunk: pd.Timedelta) -> list[tuple[pd.Timestamp
         edge += step
     edges.append(period.end)
     return list(pairwise(edges))
+
+
+CHUNK_ROW_BUDGET = 2_500_000
+"""Usage rows read and split at once by default (about 1.5 GB of working memory)."""
+
+
+def auto_chunk(rows: int, period: Period, budget: int = CHUNK_ROW_BUDGET) -> pd.Timedelta:
+    """A chunk length that holds about ``budget`` usage rows: whole hours, whole days above
+    one day, the whole period when everything fits."""
+    hours = max(period.hours, 1.0)
+    if rows <= budget:
+        return pd.Timedelta(hours=int(np.ceil(hours)))
+    chunk_hours = max(1, int(budget / (rows / hours)))
+    if chunk_hours >= 24:
+        chunk_hours -= chunk_hours % 24
+    return pd.Timedelta(hours=chunk_hours)
