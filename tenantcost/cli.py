@@ -28,11 +28,10 @@ from tenantcost.collect import (
 )
 from tenantcost.errors import InputError, InputWarning
 from tenantcost.progress import chunk_progress
-from tenantcost.readers.usage import read_usage
 from tenantcost.reconcile import cascade
 from tenantcost.rules import RuleSet, load_rules
 from tenantcost.split import connect
-from tenantcost.usage_source import FrameUsage, UsageSource, open_usage
+from tenantcost.usage_source import FrameUsage, UsageSource, is_url, open_usage
 from tenantcost.windows import Period, data_period
 from tenantcost.writers.compare import compare_document, compare_table
 from tenantcost.writers.files import prepare_out_dir, with_decimal_amount, write_outputs
@@ -85,7 +84,7 @@ CostsOpt = Annotated[
     ),
 ]
 UsageOpt = Annotated[
-    list[Path] | None,
+    list[str] | None,
     typer.Option(
         "--usage",
         help="Usage CSV/Parquet (window_start, window_end, service, client, metrics...); "
@@ -199,7 +198,7 @@ class Inputs:
         self,
         config: Path,
         costs: list[Path] | None,
-        usage: list[Path] | None,
+        usage: list[str] | None,
         *,
         opencost_url: str | None = None,
         step: str | None = None,
@@ -219,9 +218,11 @@ class Inputs:
         )
         self.cost_input = cost_input
         cost_paths = cost_input.paths
-        usage_paths = list(usage or []) or [Path(p) for p in self.ruleset.sources.usage]
+        usage_paths: list[Path | str] = [
+            p if is_url(p) else Path(p) for p in (usage or self.ruleset.sources.usage)
+        ]
         self.cost_paths: list[Path] = cost_paths
-        self.usage_paths: list[Path] = usage_paths
+        self.usage_paths: list[Path | str] = usage_paths
         self.costs = cost_input.costs
         # One DuckDB connection per run: Parquet usage is scanned chunk by chunk through it.
         self.con = connect()
@@ -572,15 +573,15 @@ def check_config_command(
     ruleset = load_rules(config)
     if usage:
         from tenantcost.rules import check_against_usage
-        from tenantcost.tables import metric_columns
 
-        frame = read_usage(list(usage))
+        con = connect()
+        source = open_usage([p if is_url(p) else Path(p) for p in usage], con)
         check_against_usage(
             ruleset,
-            metric_columns(frame),
-            sorted(frame["service"].unique().tolist()),
+            source.metrics,
+            source.services(con),
             origin=str(config),
-            usage_origin=", ".join(map(str, usage)),
+            usage_origin=source.origin,
         )
     for version in ruleset.rules:
         counts = pd.Series([w.class_ for w in version.workloads]).value_counts()

@@ -343,7 +343,9 @@ def parse_rules(data: Any, origin: str = "<rules>", base_dir: Path | None = None
                 "sources": ruleset.sources.model_copy(
                     update={
                         "costs": [str(base_dir / p) for p in ruleset.sources.costs],
-                        "usage": [str(base_dir / p) for p in ruleset.sources.usage],
+                        "usage": [
+                            p if "://" in p else str(base_dir / p) for p in ruleset.sources.usage
+                        ],
                     }
                 )
             }

@@ -161,21 +161,39 @@ class ParquetUsage(UsageSource):
     """Parquet usage (files, folders, hive-partitioned datasets), scanned by DuckDB per chunk."""
 
     def __init__(self, paths: Sequence[str | Path], con: duckdb.DuckDBPyConnection) -> None:
-        found = expand_paths(paths, (".parquet",), "usage")
-        self.files = [str(f) for f, _ in found]
-        self.origin = ", ".join(str(p) for p in paths)
+        urls = [str(p) for p in paths if is_url(p)]
+        found = expand_paths([p for p in paths if not is_url(p)], (".parquet",), "usage")
+        # URLs (s3://bucket/usage/, file:///data/usage.parquet) go to DuckDB as they are; a
+        # trailing slash means every Parquet file below. Their protocols are served through
+        # fsspec when DuckDB does not know them (install s3fs, gcsfs, ... as needed).
+        self.files = [str(f) for f, _ in found] + [
+            u + "**/*.parquet" if u.endswith("/") else u for u in urls
+        ]
+        self.protocols = sorted({u.split("://", 1)[0] for u in urls} - {"file"})
+        register_filesystems(con, self.protocols)
+        self.origin = ", ".join(str(p) for p in paths)  # before the partition scan below
         self.partitions = sorted(
-            {
-                part.split("=", 1)[0]
-                for f, folder in found
-                if folder is not None
-                for part in f.relative_to(folder).parts[:-1]
-                if "=" in part
-            }
+            (
+                {
+                    part.split("=", 1)[0]
+                    for f, folder in found
+                    if folder is not None
+                    for part in f.relative_to(folder).parts[:-1]
+                    if "=" in part
+                }
+                | {
+                    part.split("=", 1)[0]
+                    for u in urls
+                    if u.endswith("/")
+                    for found_url in _glob(con, u + "**/*.parquet")
+                    for part in _relative(found_url, u).split("/")[:-1]
+                    if "=" in part
+                }
+            )
             - set(USAGE_KEY_COLUMNS)
         )
         file_list = "[" + ", ".join(_literal(f) for f in self.files) + "]"
-        hive = "true" if self.partitions else "false"
+        hive = "true" if self.partitions or any(u.endswith("/") for u in urls) else "false"
         self.scan = (
             f"read_parquet({file_list}, hive_partitioning = {hive}, union_by_name = true, "
             "filename = true, file_row_number = true)"
@@ -234,6 +252,7 @@ class ParquetUsage(UsageSource):
     def materialise(
         self, con: duckdb.DuckDBPyConnection, start: pd.Timestamp, end: pd.Timestamp
     ) -> int:
+        register_filesystems(con, self.protocols)  # a worker's own connection needs them too
         where = (
             f"CAST(window_start AS TIMESTAMPTZ) >= {timestamp_literal(start)} "
             f"AND CAST(window_start AS TIMESTAMPTZ) < {timestamp_literal(end)}"
@@ -330,6 +349,45 @@ class ParquetUsage(UsageSource):
             )
 
 
+def is_url(path: str | Path) -> bool:
+    """True for ``scheme://...`` inputs (object storage, fsspec), which are not local paths."""
+    return isinstance(path, str) and "://" in path
+
+
+def register_filesystems(con: duckdb.DuckDBPyConnection, protocols: Sequence[str]) -> None:
+    """Serve URL protocols DuckDB lacks through fsspec (s3fs, gcsfs, ... when installed)."""
+    for protocol in protocols:
+        if con.filesystem_is_registered(protocol):
+            continue
+        try:
+            import fsspec
+
+            con.register_filesystem(fsspec.filesystem(protocol))
+        except (ImportError, ValueError) as exc:
+            raise InputError(
+                f"cannot read '{protocol}://' URLs: {exc}; install the fsspec package for it "
+                "(for example s3fs for s3://)"
+            ) from None
+
+
+def _glob(con: duckdb.DuckDBPyConnection, pattern: str) -> list[str]:
+    """The files a URL pattern matches (paths without their scheme)."""
+    try:
+        rows = con.execute(f"SELECT file FROM glob({_literal(pattern)})").fetchall()
+    except duckdb.Error as exc:
+        raise InputError(f"cannot list files: {_first_line(exc)}", file=pattern) from None
+    if not rows:
+        raise InputError("no Parquet files found", file=pattern)
+    return [str(r[0]).split("://", 1)[-1] for r in rows]
+
+
+def _relative(found: str, base_url: str) -> str:
+    """``found`` (a path from ``glob``) relative to the folder URL ``base_url``."""
+    base = base_url.split("://", 1)[1].lstrip("/")
+    path = found.lstrip("/")
+    return path[len(base) :] if path.startswith(base) else path
+
+
 def _first(result: duckdb.DuckDBPyConnection) -> tuple[Any, ...] | None:
     """The first row of a result, reading it to the end (DuckDB 2 wants results finished)."""
     rows = result.fetchall()
@@ -348,6 +406,8 @@ def open_usage(paths: Sequence[str | Path], con: duckdb.DuckDBPyConnection) -> U
     """Parquet-only inputs are scanned per chunk; anything with CSV is read into memory."""
     from tenantcost.readers.usage import read_usage
 
+    if any(is_url(p) for p in paths):
+        return ParquetUsage(paths, con)
     files = expand_paths(paths, (".csv", ".parquet"), "usage")
     if files and all(f.suffix.lower() == ".parquet" for f, _ in files):
         return ParquetUsage(paths, con)

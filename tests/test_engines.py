@@ -207,3 +207,45 @@ def test_frame_usage_can_be_sliced_per_chunk(dataset: Path) -> None:
     src = FrameUsage(frame)
     assert len(src.for_chunk(START, START + pd.Timedelta(hours=1)).frame) == 1
     assert src.for_chunk(START + pd.Timedelta(hours=1), START + pd.Timedelta(hours=2)).frame.empty
+
+
+def test_usage_from_urls_gives_the_same_result(dataset: Path) -> None:
+    """file:// URLs go to DuckDB directly; other protocols are served through fsspec
+    (here fsspec's in-memory file system, standing in for s3:// or gs://)."""
+    import fsspec
+
+    base = _stream(dataset)
+    ruleset = load_rules(dataset / "rules.yaml")
+    period = Period(START, START + pd.Timedelta(hours=HOURS))
+    costs = read_costs([dataset / "costs.csv"])
+    con = connect()
+    by_file_url = allocate_stream(
+        costs, ParquetUsage([f"file://{dataset / 'usage'}/"], con), ruleset, con=con,
+        period=period,
+    )
+    memory = fsspec.filesystem("memory")
+    for part in sorted((dataset / "usage").rglob("*.parquet")):
+        rel = part.relative_to(dataset).as_posix()
+        memory.pipe(f"/bench/{rel}", part.read_bytes())
+    con = connect()
+    by_fsspec = allocate_stream(
+        costs, ParquetUsage(["memory://bench/usage/"], con), ruleset, con=con, period=period
+    )
+    cols = ["rule_id", "client", "source", "kind", "key", "amount", "windows"]
+    pd.testing.assert_frame_equal(base.lines[cols], by_file_url.lines[cols])
+    pd.testing.assert_frame_equal(base.lines[cols], by_fsspec.lines[cols])
+
+
+def test_duplicate_parquet_rows_name_both_rows(dataset: Path, tmp_path: Path) -> None:
+    frame = pd.read_parquet(next((dataset / "usage").rglob("*.parquet")))
+    frame = pd.concat([frame, frame.iloc[[3]]], ignore_index=True)
+    frame.to_parquet(tmp_path / "dup.parquet")
+    con = connect()
+    source = ParquetUsage([tmp_path / "dup.parquet"], con)
+    with pytest.raises(Exception) as err:
+        allocate_stream(read_costs([dataset / "costs.csv"]), source,
+                        load_rules(dataset / "rules.yaml"), con=con,
+                        period=Period(START, START + pd.Timedelta(hours=HOURS)))
+    message = str(err.value)
+    assert "duplicate usage row" in message
+    assert "dup.parquet:row 4" in message and f"row {len(frame)}" in message

@@ -34,7 +34,7 @@ class ReportInputs:
     costs: pd.DataFrame
     usage: pd.DataFrame | None
     cost_paths: list[Path]
-    usage_paths: list[Path]
+    usage_paths: list[Path | str]
     usage_origin: str = "usage"
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tenantcost import __version__
 from tenantcost.rules import RuleVersion
+from tenantcost.usage_source import is_url
 
 SHORT_HASH = 12
 """Hex digits of a fingerprint shown on a page (the full digest is kept in the HTML title)."""
@@ -32,7 +33,7 @@ class InputFile:
 
     @property
     def short(self) -> str:
-        return self.sha256[:SHORT_HASH]
+        return self.sha256[:SHORT_HASH] if self.sha256 != REMOTE else REMOTE
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,9 @@ class Provenance:
     version: str
     generated_at: str
     """UTC, ISO 8601 to the second, with a ``Z``."""
+
+
+REMOTE = "remote URL, not fingerprinted"
 
 
 def fingerprint(path: Path) -> str:
@@ -72,17 +76,20 @@ def generation_time() -> datetime:
 def collect(
     config: Path,
     cost_paths: Sequence[Path],
-    usage_paths: Sequence[Path],
+    usage_paths: Sequence[Path | str],
     rules: Sequence[RuleVersion],
     at: datetime | None = None,
 ) -> Provenance:
     """Fingerprint every input and record the rules in force, the version and the time."""
-    roles = [("rules", config)]
+    roles: list[tuple[str, Path | str]] = [("rules", config)]
     roles += [("costs", Path(p)) for p in cost_paths]
-    roles += [("usage", Path(p)) for p in usage_paths]
+    roles += [("usage", p if is_url(p) else Path(p)) for p in usage_paths]
     when = (at or generation_time()).astimezone(UTC)
     return Provenance(
-        inputs=[InputFile(role, str(path), fingerprint(path)) for role, path in roles],
+        inputs=[
+            InputFile(role, str(path), REMOTE if is_url(path) else fingerprint(Path(path)))
+            for role, path in roles
+        ],
         rules=[(r.id, r.effective_from.date().isoformat()) for r in rules],
         version=__version__,
         generated_at=when.strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -106,8 +106,8 @@ class Reproduce:
 def reproduce_command(pack: ReportPack, out: Path) -> str:
     inputs = pack.inputs
     parts = ["tenantcost", "report", "--config", str(inputs.config)]
-    for path in inputs.cost_paths:
-        parts += ["--costs", str(path)]
+    for cost_path in inputs.cost_paths:
+        parts += ["--costs", str(cost_path)]
     for path in inputs.usage_paths:
         parts += ["--usage", str(path)]
     period = period_view(pack)
