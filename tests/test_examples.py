@@ -135,3 +135,21 @@ def test_table_output_is_readable():
     assert "client-a         0.123458   61.1 %" in out
     assert "gap" in out and "closes" in out
     assert "Amounts in USD, exact to 10^-6." in out
+
+
+def test_a_cascade_with_a_missing_unit_does_not_close(monkeypatch):
+    """The gap is computed, not assumed: take one micro-unit away and reconcile exits 1."""
+    import tenantcost.cli as cli
+    from tenantcost.reconcile import cascade as real_cascade
+
+    def lossy(result):
+        lines = result.lines.copy()
+        lines.loc[lines.index[0], "amount"] -= 1
+        result.lines = lines
+        return real_cascade(result)
+
+    monkeypatch.setattr(cli, "cascade", lossy)
+    result = runner.invoke(app, ["reconcile", "--config", str(SAAS)])
+    assert result.exit_code == 1
+    assert "DOES NOT CLOSE" in result.stdout
+    assert "gap 1 micro-units" in result.stderr

@@ -809,3 +809,33 @@ def test_rule_file_without_cost_model_or_nodes_is_an_error(tmp_path):
     with pytest.raises(InputError) as exc:
         podcost_from_files(None, pods, path)
     assert_error(exc, "rules.yaml", "cost_model", "--nodes")
+
+
+def test_podcost_command_output_feeds_allocate_end_to_end(tmp_path):
+    """`tenantcost podcost` writes the canonical cost file; `allocate` reads it and closes."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from tenantcost.cli import app
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "node-price-model"
+    runner = CliRunner()
+    out = tmp_path / "costs.csv"
+    made = runner.invoke(app, ["podcost", "--nodes", str(example / "nodes.csv"),
+                               "--pods", str(example / "pods.csv"),
+                               "--config", str(example / "rules-weights.yaml"),
+                               "--format", "csv", "--out", str(out)])
+    assert made.exit_code == 0, made.output
+    written = pd.read_csv(out).drop(columns="origin")  # origin names the input paths as given
+    committed = pd.read_csv(example / "costs-weights.csv").drop(columns="origin")
+    pd.testing.assert_frame_equal(written, committed)
+    result = runner.invoke(app, ["allocate", "--config", str(example / "rules-weights.yaml"),
+                                 "--costs", str(out), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["gap"] == 0
+    assert doc["reference_total"] == 335_800_000  # the three nodes' price for the window
+    bad = runner.invoke(app, ["podcost", "--pods", str(example / "pods.csv"),
+                              "--config", str(example / "rules-weights.yaml")])
+    assert bad.exit_code == 2 and "--nodes" in bad.stderr
