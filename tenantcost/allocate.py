@@ -86,6 +86,8 @@ NO_CLIENT = ""
 """The client value of usage that carried no client id."""
 
 CAUSE_NO_CLIENT_PROPERTY = "direct workload without client property"
+FOLD_ROWS = 2_000_000
+"""Per-chunk period lines are folded into the running totals once they pass this many rows."""
 ITEM_COLUMNS = ["window_start", "window_end", "rule_id", "class", "name", "reason", "amount"]
 
 
@@ -724,10 +726,11 @@ def allocate_stream(
             if not out.orphans.empty:
                 orphan_first = orphan_first if orphan_count else out.orphans.iloc[0]
                 orphan_count += len(out.orphans)
-            if detail == "window":
-                line_parts.append(out.lines)
-            else:
-                running = _fold_period_lines([running, out.lines])
+            line_parts.append(out.lines)
+            if detail == "period" and sum(len(p) for p in line_parts) > FOLD_ROWS:
+                # Fold in batches: bounded memory without a pandas group-by per chunk.
+                running = _fold_period_lines([running, *line_parts])
+                line_parts = []
             unattributed_parts.append(out.unattributed)
             part = tasks[out.index].lines_part
             if handle is not None and part is not None:
@@ -748,7 +751,7 @@ def allocate_stream(
             ["window_start", "client", "kind", "source"], kind="mergesort"
         ).reset_index(drop=True)
     else:
-        lines = _fold_period_lines([running, plan.direct_lines.assign(windows=1)])
+        lines = _fold_period_lines([running, *line_parts, plan.direct_lines.assign(windows=1)])
     unattributed = (
         pd.concat(
             [p for p in unattributed_parts if not p.empty] or [plan.unattributed_direct],

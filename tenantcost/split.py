@@ -72,22 +72,20 @@ def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _split(name: str, recipients: str, pools: str) -> str:
-    """CTEs that split ``pools`` (pool, amount) over ``recipients`` (pool, client, weight > 0).
+def _split(name: str, recipients: str, totals: str, pools: str) -> str:
+    """CTEs that split ``pools`` (pool, amount) over ``recipients`` (pool, client, weight > 0)
+    whose per-pool sums are in ``totals`` (pool, total).
 
     Totals are hash aggregates joined back (cheaper than window sums); the one sort left is
     the ranking of remainders inside each pool.
     """
     return f"""
-    {name}_t AS (
-        SELECT pool, sum(weight) AS total FROM {recipients} GROUP BY pool
-    ),
     {name}_b AS (
         SELECT r.pool, r.client, r.weight, t.total, p.amount AS parent,
                floor(p.amount::DOUBLE * (r.weight::DOUBLE / t.total::DOUBLE))::BIGINT AS base,
                p.amount::DOUBLE * (r.weight::DOUBLE / t.total::DOUBLE)
                  - floor(p.amount::DOUBLE * (r.weight::DOUBLE / t.total::DOUBLE)) AS frac
-        FROM {recipients} r JOIN {name}_t t ON t.pool = r.pool JOIN {pools} p ON p.pool = r.pool
+        FROM {recipients} r JOIN {totals} t ON t.pool = r.pool JOIN {pools} p ON p.pool = r.pool
     ),
     {name}_left AS (
         SELECT pool, any_value(parent) - sum(base) AS leftover FROM {name}_b GROUP BY pool
@@ -104,19 +102,19 @@ def _split(name: str, recipients: str, pools: str) -> str:
 def _weight_expression(metrics: list[str]) -> str:
     """The per-usage-row weight of a spec: its key column, ``even`` or contract weights.
 
-    One scan of the chunk serves every key: a CASE on the spec's (small-integer) key picks
-    the column, which measured faster than one scan per key.
+    One scan of the chunk serves every key: a CASE on the spec's small-integer key code
+    (-2 weights, -1 even, i >= 0 the i-th metric) picks the value, which measured faster
+    than one scan per key.
     """
     active = " OR ".join(f"u.{quote(m)} > 0" for m in metrics) or "FALSE"
     by_column = " ".join(
         f"WHEN {i} THEN round_even(u.{quote(m)} * {MEASURE_SCALE}, 0)::BIGINT"
         for i, m in enumerate(metrics)
     )
-    column_case = f"CASE s.key_index {by_column} ELSE 0 END" if metrics else "0"
-    return f"""CASE s.key_kind
-        WHEN 'even' THEN CASE WHEN {active} THEN {MEASURE_SCALE} ELSE 0 END
-        WHEN 'weights' THEN CASE WHEN {active} THEN coalesce(sw.weight, 0) ELSE 0 END
-        ELSE {column_case} END"""
+    return f"""CASE s.key_code {by_column}
+        WHEN -1 THEN CASE WHEN {active} THEN {MEASURE_SCALE} ELSE 0 END
+        WHEN -2 THEN CASE WHEN {active} THEN coalesce(sw.weight, 0) ELSE 0 END
+        ELSE 0 END"""
 
 
 def _literal(text: str) -> str:
@@ -175,7 +173,9 @@ def run_split(
         f"""
         CREATE OR REPLACE TEMP TABLE recipients AS
         WITH spec_info AS (
-            SELECT s.spec, s.key_kind, s.agg, coalesce(k.i, -1) AS key_index,
+            SELECT s.spec, s.agg,
+                   CASE s.key_kind WHEN 'even' THEN -1 WHEN 'weights' THEN -2
+                        ELSE coalesce(k.i, -3) END AS key_code,
                    (SELECT count(*) FROM t_spec_services ss WHERE ss.spec = s.spec) > 1 AS multi
             FROM t_specs s LEFT JOIN (VALUES {key_index}) k(i, name) ON k.name = s.key_column
         ),
@@ -198,9 +198,13 @@ def run_split(
         """
     )
     con.execute(
+        "CREATE OR REPLACE TEMP TABLE pool_totals AS "
+        "SELECT pool, sum(weight) AS total FROM recipients GROUP BY pool"
+    )
+    con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE keyed AS
-        WITH {_split("parts", "recipients", "t_pools")}
+        WITH {_split("parts", "recipients", "pool_totals", "t_pools")}
         SELECT * FROM parts
         """
     )
@@ -224,7 +228,10 @@ def run_split(
             FROM t_idle_pools ip JOIN per_client a
               ON a.window_start = ip.window_start AND a.window_end = ip.window_end
         ),
-        {_split("parts", "idle_recipients", "t_idle_pools")}
+        idle_totals AS (
+            SELECT pool, sum(weight) AS total FROM idle_recipients GROUP BY pool
+        ),
+        {_split("parts", "idle_recipients", "idle_totals", "t_idle_pools")}
         SELECT * FROM parts
         """
     )
@@ -254,7 +261,7 @@ def run_split(
         SELECT p.window_start, p.window_end, p.rule_id, p.source, p.kind,
                '{CAUSE_NO_USAGE}' AS cause, p.amount
         FROM t_pools p
-        WHERE p.amount <> 0 AND NOT EXISTS (SELECT 1 FROM keyed k WHERE k.pool = p.pool)
+        WHERE p.amount <> 0 AND p.pool NOT IN (SELECT pool FROM pool_totals)
         """
     )
 

@@ -323,12 +323,22 @@ class ParquetUsage(UsageSource):
             if count:
                 file, _, where = self.first_row(con, condition).rpartition(":")
                 raise InputError(message, file=file, where=where, column=column)
-        key = _first(
+        # Duplicates: first a cheap pass on one 64-bit hash per row; only if two rows share a
+        # hash, the exact (and slower) check on the key columns decides.
+        suspect = _first(
             con.execute(
-                "SELECT window_start, window_end, service, client FROM chunk_usage "
-                "GROUP BY window_start, window_end, service, client HAVING count(*) > 1 LIMIT 1"
+                "SELECT count(*) FROM (SELECT hash(window_start, window_end, service, client) "
+                "AS h FROM chunk_usage GROUP BY h HAVING count(*) > 1)"
             )
         )
+        key = None
+        if suspect and suspect[0]:
+            key = _first(
+                con.execute(
+                    "SELECT window_start, window_end, service, client FROM chunk_usage GROUP BY "
+                    "window_start, window_end, service, client HAVING count(*) > 1 LIMIT 1"
+                )
+            )
         if key:
             same = (
                 f"window_start = {timestamp_literal(pd.Timestamp(key[0]))} "
