@@ -76,8 +76,8 @@ def _split(name: str, recipients: str, totals: str, pools: str) -> str:
     """CTEs that split ``pools`` (pool, amount) over ``recipients`` (pool, client, weight > 0)
     whose per-pool sums are in ``totals`` (pool, total).
 
-    Totals are hash aggregates joined back (cheaper than window sums); the one sort left is
-    the ranking of remainders inside each pool.
+    The totals are a hash aggregate joined back; the leftover units and the ranking of
+    remainders share one window partition by pool (one sort).
     """
     return f"""
     {name}_b AS (
@@ -87,15 +87,13 @@ def _split(name: str, recipients: str, totals: str, pools: str) -> str:
                  - floor(p.amount::DOUBLE * (r.weight::DOUBLE / t.total::DOUBLE)) AS frac
         FROM {recipients} r JOIN {totals} t ON t.pool = r.pool JOIN {pools} p ON p.pool = r.pool
     ),
-    {name}_left AS (
-        SELECT pool, any_value(parent) - sum(base) AS leftover FROM {name}_b GROUP BY pool
-    ),
     {name} AS (
-        SELECT b.pool, b.client, b.weight, b.total,
-               b.base + CASE WHEN row_number() OVER (
-                                  PARTITION BY b.pool ORDER BY b.frac DESC, b.client ASC)
-                              <= l.leftover THEN 1 ELSE 0 END AS amount
-        FROM {name}_b b JOIN {name}_left l ON l.pool = b.pool
+        SELECT pool, client, weight, total,
+               base + CASE WHEN row_number() OVER (
+                                PARTITION BY pool ORDER BY frac DESC, client ASC)
+                            <= parent - sum(base) OVER (PARTITION BY pool)
+                      THEN 1 ELSE 0 END AS amount
+        FROM {name}_b
     )"""
 
 
@@ -158,6 +156,17 @@ def run_split(
         con.register("t_frame", getattr(tables, name))
         con.execute(f"CREATE OR REPLACE TEMP TABLE t_{name} AS SELECT * FROM t_frame")
         con.unregister("t_frame")
+    # Clients as dense integers in name order: joins, group-bys and the remainder ranking then
+    # work on integers, and ordering by the id is ordering by the name (the tie-break rule).
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE t_clients AS
+        SELECT client, (row_number() OVER (ORDER BY client) - 1)::INTEGER AS cid
+        FROM (SELECT DISTINCT client FROM ({usage_sql}) UNION SELECT client FROM t_direct)
+        """
+    )
+    found = con.execute("SELECT min(cid) FROM t_clients WHERE client = ''").fetchall()
+    no_client = int(found[0][0]) if found and found[0][0] is not None else -1
     weight = _weight_expression(metrics)
     weights_join = (
         "LEFT JOIN t_spec_weights sw ON sw.spec = p.spec AND sw.client = u.client"
@@ -180,13 +189,14 @@ def run_split(
             FROM t_specs s LEFT JOIN (VALUES {key_index}) k(i, name) ON k.name = s.key_column
         ),
         rows AS (
-            SELECT p.pool, u.client, s.agg, s.multi, {weight} AS weight
+            SELECT p.pool, c.cid AS client, s.agg, s.multi, {weight} AS weight
             FROM t_pools p
             JOIN spec_info s ON s.spec = p.spec
             JOIN t_spec_services ss ON ss.spec = p.spec
             JOIN ({usage_sql}) u
               ON u.window_start = p.window_start AND u.window_end = p.window_end
              AND u.service = ss.service
+            JOIN t_clients c ON c.client = u.client
             {weights_join}
         )
         SELECT pool, client, weight FROM rows WHERE NOT multi AND weight > 0
@@ -213,9 +223,10 @@ def run_split(
         CREATE OR REPLACE TEMP TABLE idle_parts AS
         WITH attributed AS (
             SELECT p.window_start, p.window_end, k.client, k.amount
-            FROM keyed k JOIN t_pools p ON p.pool = k.pool WHERE k.client <> ''
+            FROM keyed k JOIN t_pools p ON p.pool = k.pool WHERE k.client <> {no_client}
             UNION ALL
-            SELECT window_start, window_end, client, amount FROM t_direct WHERE client <> ''
+            SELECT d.window_start, d.window_end, c.cid, d.amount
+            FROM t_direct d JOIN t_clients c ON c.client = d.client WHERE d.client <> ''
         ),
         per_client AS (
             SELECT window_start, window_end, client, sum(amount)::BIGINT AS amount
@@ -239,16 +250,18 @@ def run_split(
     con.execute(
         f"""
         CREATE OR REPLACE TEMP VIEW lines AS
-        SELECT p.window_start, p.window_end, p.rule_id, k.client, p.source, p.kind, p.key,
+        SELECT p.window_start, p.window_end, p.rule_id, c.client, p.source, p.kind, p.key,
                k.weight / {scale} AS measure, k.total / {scale} AS total_measure,
                k.weight::DOUBLE / k.total::DOUBLE AS share, k.amount
-        FROM keyed k JOIN t_pools p ON p.pool = k.pool WHERE k.client <> ''
+        FROM keyed k JOIN t_pools p ON p.pool = k.pool JOIN t_clients c ON c.cid = k.client
+        WHERE k.client <> {no_client}
         UNION ALL
-        SELECT p.window_start, p.window_end, p.rule_id, k.client, 'idle' AS source,
+        SELECT p.window_start, p.window_end, p.rule_id, c.client, 'idle' AS source,
                'idle' AS kind, p.method AS key,
                k.weight / {scale} AS measure, k.total / {scale} AS total_measure,
                k.weight::DOUBLE / k.total::DOUBLE AS share, k.amount
         FROM idle_parts k JOIN t_idle_pools p ON p.pool = k.pool
+        JOIN t_clients c ON c.cid = k.client
         """
     )
     con.execute(
@@ -256,7 +269,7 @@ def run_split(
         CREATE OR REPLACE TEMP TABLE unattributed AS
         SELECT p.window_start, p.window_end, p.rule_id, p.source, p.kind,
                '{CAUSE_NO_CLIENT}' AS cause, k.amount
-        FROM keyed k JOIN t_pools p ON p.pool = k.pool WHERE k.client = ''
+        FROM keyed k JOIN t_pools p ON p.pool = k.pool WHERE k.client = {no_client}
         UNION ALL
         SELECT p.window_start, p.window_end, p.rule_id, p.source, p.kind,
                '{CAUSE_NO_USAGE}' AS cause, p.amount
@@ -281,7 +294,8 @@ PERIOD_LINE_SQL = f"""
         SELECT p.spec, k.client, min(p.window_start) AS window_start,
                max(p.window_end) AS window_end, sum(k.weight) AS weight,
                sum(k.total) AS total, sum(k.amount) AS amount, count(*) AS windows
-        FROM keyed k JOIN t_pools p ON p.pool = k.pool WHERE k.client <> ''
+        FROM keyed k JOIN t_pools p ON p.pool = k.pool
+        WHERE k.client <> (SELECT coalesce(min(cid), -1) FROM t_clients WHERE client = '')
         GROUP BY p.spec, k.client
     ),
     spec_labels AS (
@@ -294,17 +308,18 @@ PERIOD_LINE_SQL = f"""
         FROM idle_parts k JOIN t_idle_pools p ON p.pool = k.pool
         GROUP BY p.rule_id, p.method, k.client
     )
-    SELECT s.window_start, s.window_end, l.rule_id, s.client, l.source, l.kind, l.key,
+    SELECT s.window_start, s.window_end, l.rule_id, c.client, l.source, l.kind, l.key,
            s.weight / {float(MEASURE_SCALE)} AS measure,
            s.total / {float(MEASURE_SCALE)} AS total_measure,
            s.weight::DOUBLE / nullif(s.total, 0)::DOUBLE AS share,
            s.amount::BIGINT AS amount, s.windows::BIGINT AS windows
     FROM keyed_sums s JOIN spec_labels l ON l.spec = s.spec
+    JOIN t_clients c ON c.cid = s.client
     UNION ALL
-    SELECT window_start, window_end, rule_id, client, 'idle', 'idle', key,
-           weight / {float(MEASURE_SCALE)}, total / {float(MEASURE_SCALE)},
-           weight::DOUBLE / nullif(total, 0)::DOUBLE, amount::BIGINT, windows::BIGINT
-    FROM idle_sums
+    SELECT i.window_start, i.window_end, i.rule_id, c.client, 'idle', 'idle', i.key,
+           i.weight / {float(MEASURE_SCALE)}, i.total / {float(MEASURE_SCALE)},
+           i.weight::DOUBLE / nullif(i.total, 0)::DOUBLE, i.amount::BIGINT, i.windows::BIGINT
+    FROM idle_sums i JOIN t_clients c ON c.cid = i.client
 """
 
 

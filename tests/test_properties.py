@@ -213,7 +213,8 @@ def test_duckdb_split_agrees_with_the_pandas_reference_split(pools):
                                                         "client", "requests", "origin"]))
     run_split(con, tables, "SELECT * FROM u", ["requests"])
     got = {(int(p), str(c)): int(a) for p, c, a in
-           con.execute("SELECT pool, client, amount FROM keyed").fetchall()}
+           con.execute("SELECT k.pool, c.client, k.amount FROM keyed k "
+                       "JOIN t_clients c ON c.cid = k.client").fetchall()}
     exp = pd.DataFrame(expected_rows, columns=["pool", "parent", "w", "client"])
     exp = exp[exp["w"] > 0]
     exp["part"] = split_largest_remainder(exp["pool"], exp["parent"], exp["w"], exp["client"])
