@@ -35,7 +35,7 @@ from tenantcost.usage_source import FrameUsage, UsageSource, is_url, open_usage
 from tenantcost.windows import Period, data_period
 from tenantcost.writers.compare import compare_document, compare_table
 from tenantcost.writers.files import prepare_out_dir, with_decimal_amount, write_outputs
-from tenantcost.writers.json_output import result_document
+from tenantcost.writers.json_output import reconciliation_document, result_document
 from tenantcost.writers.text import cascade_table, clients_table, header, money, sources_table
 
 app = typer.Typer(
@@ -434,18 +434,7 @@ def reconcile_command(
         result = inputs.run(key, period, chunk=parse_chunk(chunk), engine=chunk_engine)
     casc = cascade(result)
     if fmt == "json":
-        doc = result_document(result)
-        keep = (
-            "currency",
-            "money",
-            "period",
-            "rules",
-            "key_override",
-            "reference_total",
-            "cascade",
-            "gap",
-        )
-        typer.echo(json.dumps({k: doc[k] for k in keep}, indent=2))
+        typer.echo(json.dumps(reconciliation_document(result), indent=2))
     else:
         typer.echo(header(result))
         typer.echo("")

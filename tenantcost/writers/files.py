@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -16,7 +15,7 @@ from tenantcost.allocate import AllocationResult
 from tenantcost.errors import InputError
 from tenantcost.money import micros_to_decimal_strings
 from tenantcost.reconcile import residual_summary
-from tenantcost.writers.json_output import result_document
+from tenantcost.writers.json_output import reconciliation_document
 
 
 def with_decimal_amount(frame: pd.DataFrame) -> pd.DataFrame:
@@ -46,7 +45,6 @@ def write_outputs(result: AllocationResult, out: Path) -> list[Path]:
     when it runs with ``lines_out``; only a window-level result writes it here.
     """
     prepare_out_dir(out)
-    doc = result_document(result)
     written: list[Path] = []
 
     def csv(name: str, frame: pd.DataFrame) -> None:
@@ -64,27 +62,7 @@ def write_outputs(result: AllocationResult, out: Path) -> list[Path]:
     csv("residual_by_window.csv", result.residual)
     csv("unattributed.csv", result.unattributed)
     csv("exclusions.csv", result.exclusions)
-    recon: dict[str, Any] = {
-        k: doc[k]
-        for k in (
-            "tenantcost_version",
-            "currency",
-            "money",
-            "period",
-            "rules",
-            "key_override",
-            "reference_total",
-            "opencost_total",
-            "external_total",
-            "unattributed",
-            "unattributed_detail",
-            "residual",
-            "exclusions",
-            "unclassified",
-            "cascade",
-            "gap",
-        )
-    }
+    recon = reconciliation_document(result)
     path = out / "reconciliation.json"
     path.write_text(json.dumps(recon, indent=2) + "\n", encoding="utf-8")
     written.append(path)

@@ -149,3 +149,30 @@ def result_document(result: AllocationResult) -> dict[str, Any]:
         ],
         "gap": casc.gap,
     }
+
+
+RECONCILIATION_KEYS = (
+    "tenantcost_version",
+    "currency",
+    "money",
+    "period",
+    "rules",
+    "key_override",
+    "reference_total",
+    "opencost_total",
+    "external_total",
+    "unattributed",
+    "unattributed_detail",
+    "residual",
+    "exclusions",
+    "unclassified",
+    "cascade",
+    "gap",
+)
+
+
+def reconciliation_document(result: AllocationResult) -> dict[str, Any]:
+    """The cascade and everything it is made of (``reconcile --format json`` and
+    ``reconciliation.json``), without the per-client lines."""
+    doc = result_document(result)
+    return {k: doc[k] for k in RECONCILIATION_KEYS}
