@@ -23,7 +23,6 @@ ALLOCATION_EXAMPLE = REFERENCE / "opencost-website_allocation-example-output.jso
 EXPORT_SAMPLE = REFERENCE / "opencost-website_export-sample.csv"
 SWAGGER = REFERENCE / "opencost_docs_swagger.json"
 
-needs_reference = pytest.mark.usefixtures()  # the samples ship with the tests
 
 
 def ts(text: str) -> pd.Timestamp:
@@ -82,7 +81,6 @@ def assert_cost_dtypes(frame: pd.DataFrame) -> None:
 # --------------------------------------------------------------------------- real samples
 
 
-@needs_reference
 def test_allocation_example_output() -> None:
     frame = read_costs([ALLOCATION_EXAMPLE])
     assert_cost_dtypes(frame)
@@ -106,7 +104,6 @@ def test_allocation_example_output() -> None:
     assert frame["total_cost"].sum() == pytest.approx(1.52743 + 0.10937 + 0.14136)
 
 
-@needs_reference
 def test_swagger_embedded_example() -> None:
     swagger = json.loads(SWAGGER.read_text(encoding="utf-8"))
     example = swagger["paths"]["/allocation/compute"]["get"]["responses"]["200"]["content"][
@@ -127,7 +124,6 @@ def test_swagger_embedded_example() -> None:
     assert by_name.loc["opencost", "origin"] == "swagger.json:data[0]['opencost']"
 
 
-@needs_reference
 def test_export_sample_csv() -> None:
     frame = read_costs([EXPORT_SAMPLE])
     assert_cost_dtypes(frame)
