@@ -62,11 +62,6 @@ USAGE_KEY_COLUMNS = [*WINDOW_COLUMNS, "service", "client"]
 USAGE_RESERVED_COLUMNS = [*USAGE_KEY_COLUMNS, "origin"]
 
 
-def label_columns(frame: pd.DataFrame) -> list[str]:
-    """The ``label:<k>`` columns of a cost table."""
-    return [c for c in frame.columns if str(c).startswith(LABEL_PREFIX)]
-
-
 def metric_columns(usage: pd.DataFrame) -> list[str]:
     """The numeric metric columns of a usage table (everything but keys and origin)."""
     return [c for c in usage.columns if c not in USAGE_RESERVED_COLUMNS]
