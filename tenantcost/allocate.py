@@ -86,6 +86,8 @@ NO_CLIENT = ""
 """The client value of usage that carried no client id."""
 
 CAUSE_NO_CLIENT_PROPERTY = "direct workload without client property"
+WHOLE_PERIOD = pd.Timedelta(days=36_600)
+"""A chunk longer than any period: everything in one chunk."""
 FOLD_ROWS = 2_000_000
 """Per-chunk period lines are folded into the running totals once they pass this many rows."""
 ITEM_COLUMNS = ["window_start", "window_end", "rule_id", "class", "name", "reason", "amount"]
@@ -802,14 +804,13 @@ def allocate(
     source = None
     if usage is not None:
         source = FrameUsage(select_period(usage, period, "usage"), origin=usage_origin)
-    plan_period = period
     return allocate_stream(
         costs,
         source,
         ruleset,
         key=key,
-        period=plan_period,
+        period=period,
         detail="window",
-        chunk=pd.Timedelta(days=366 * 100),
+        chunk=WHOLE_PERIOD,  # the usage is already in memory: one chunk
         rules_origin=rules_origin,
     )

@@ -7,7 +7,10 @@ number converts to micro-units without loss, and sub-cent hourly costs keep full
 Splits use the largest-remainder method: each part gets ``floor(parent * w_i / W)``; the units
 left over go, one each, to the parts with the largest fractional remainders, ties broken by
 the part's label (ascending) so the result never depends on input row order. The parts always
-sum to the parent exactly and no part exceeds its exact share rounded up by one unit.
+sum to the parent exactly and no part exceeds its exact share rounded up by one unit. The
+allocation engine runs this rule in DuckDB (``tenantcost.split``); :func:`split_largest_remainder`
+is the same rule in pandas, used by the node-price model and as the reference the engine is
+tested against.
 """
 
 from __future__ import annotations

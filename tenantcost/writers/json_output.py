@@ -99,45 +99,49 @@ def rules_in_force(result: AllocationResult) -> list[dict[str, Any]]:
     ]
 
 
-def result_document(result: AllocationResult) -> dict[str, Any]:
-    """The full JSON-ready document of one allocation."""
-    casc = cascade(result)
+def _client_documents(result: AllocationResult) -> list[dict[str, Any]]:
+    """Each client's total and its lines, largest client first (one group-by, not one scan
+    of all lines per client)."""
     grouped = client_lines(result)
-    totals = result.client_totals()
-    clients = []
-    for row in totals.itertuples(index=False):  # one pass per client to nest its lines
-        mine = grouped[grouped["client"] == row.client] if not grouped.empty else grouped
-        clients.append(
-            {
-                "client": row.client,
-                "amount": int(row.amount),
-                "lines": [
-                    {
-                        "source": line.source,
-                        "kind": line.kind,
-                        "key": line.key or None,
-                        "measure": _num(line.measure),
-                        "share": _num(line.share),
-                        "amount": int(line.amount),
-                        "windows": int(line.windows),
-                    }
-                    for line in mine.itertuples(index=False)
-                ],
-            }
-        )
+    lines_by_client: dict[str, list[dict[str, Any]]] = {}
+    if not grouped.empty:
+        for client, mine in grouped.groupby("client", sort=False, observed=True):
+            lines_by_client[str(client)] = [
+                {
+                    "source": line.source,
+                    "kind": line.kind,
+                    "key": line.key or None,
+                    "measure": _num(line.measure),
+                    "share": _num(line.share),
+                    "amount": int(line.amount),
+                    "windows": int(line.windows),
+                }
+                for line in mine.itertuples(index=False)
+            ]
+    return [
+        {
+            "client": row.client,
+            "amount": int(row.amount),
+            "lines": lines_by_client.get(str(row.client), []),
+        }
+        for row in result.client_totals().itertuples(index=False)
+    ]
+
+
+def reconciliation_document(result: AllocationResult) -> dict[str, Any]:
+    """The cascade and everything it is made of (``reconcile --format json`` and
+    ``reconciliation.json``), without the per-client lines."""
+    casc = cascade(result)
     return {
         "tenantcost_version": __version__,
         "currency": result.currency,
         "money": money_header(result.currency),
         "period": {"start": _iso(result.period.start), "end": _iso(result.period.end)},
-        "windows": result.windows,
-        "hours": result.hours,
         "rules": rules_in_force(result),
         "key_override": result.key_override,
         "reference_total": result.reference_total,
         "opencost_total": result.cost_total,
         "external_total": result.external_total,
-        "clients": clients,
         "unattributed": int(result.unattributed["amount"].sum()),
         "unattributed_detail": unattributed_summary(result),
         "residual": residual_summary(result),
@@ -151,28 +155,14 @@ def result_document(result: AllocationResult) -> dict[str, Any]:
     }
 
 
-RECONCILIATION_KEYS = (
-    "tenantcost_version",
-    "currency",
-    "money",
-    "period",
-    "rules",
-    "key_override",
-    "reference_total",
-    "opencost_total",
-    "external_total",
-    "unattributed",
-    "unattributed_detail",
-    "residual",
-    "exclusions",
-    "unclassified",
-    "cascade",
-    "gap",
-)
-
-
-def reconciliation_document(result: AllocationResult) -> dict[str, Any]:
-    """The cascade and everything it is made of (``reconcile --format json`` and
-    ``reconciliation.json``), without the per-client lines."""
-    doc = result_document(result)
-    return {k: doc[k] for k in RECONCILIATION_KEYS}
+def result_document(result: AllocationResult) -> dict[str, Any]:
+    """The full JSON-ready document of one allocation: the reconciliation plus the clients."""
+    recon = reconciliation_document(result)
+    head = {k: recon[k] for k in ("tenantcost_version", "currency", "money", "period")}
+    return {
+        **head,
+        "windows": result.windows,
+        "hours": result.hours,
+        **{k: v for k, v in recon.items() if k not in head},
+        "clients": _client_documents(result),
+    }
