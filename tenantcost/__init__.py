@@ -3,7 +3,7 @@
 The package is a functional core with an imperative shell:
 
 * ``tenantcost.readers`` turn each source into the canonical tables of ``tenantcost.tables``;
-* ``tenantcost.rules`` loads and validates the dated allocation rule file;
+* ``tenantcost.config.rules`` loads and validates the dated allocation rule file;
 * ``tenantcost.allocate`` is the pure core: tables + rules -> result tables;
 * ``tenantcost.reconcile`` proves the cascade closes to the unit;
 * ``tenantcost.writers`` render results; ``tenantcost.cli`` is the thin command line.

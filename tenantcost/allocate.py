@@ -33,10 +33,7 @@ import numpy as np
 import pandas as pd
 
 from tenantcost.classify import UNMATCHED, classify, raise_unmatched, workload_label
-from tenantcost.errors import InputError, warn
-from tenantcost.external import external_pools
-from tenantcost.money import to_micros
-from tenantcost.rules import (
+from tenantcost.config.rules import (
     EVEN,
     Key,
     RuleSet,
@@ -45,6 +42,9 @@ from tenantcost.rules import (
     check_against_usage,
     describe_key,
 )
+from tenantcost.errors import InputError, warn
+from tenantcost.external import external_pools
+from tenantcost.money import to_micros
 from tenantcost.split import (
     CAUSE_NO_CLIENT,
     CAUSE_NO_USAGE,

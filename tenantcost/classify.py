@@ -13,8 +13,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from tenantcost.config.rules import MATCH_PROPERTIES, RuleSet
 from tenantcost.errors import InputError
-from tenantcost.rules import MATCH_PROPERTIES, RuleSet
 
 UNMATCHED = -1
 

@@ -26,10 +26,10 @@ from tenantcost.collect import (
     load_costs,
     opencost_source,
 )
+from tenantcost.config.rules import RuleSet, load_rules
 from tenantcost.errors import InputError, InputWarning
 from tenantcost.progress import chunk_progress
 from tenantcost.reconcile import cascade
-from tenantcost.rules import RuleSet, load_rules
 from tenantcost.split import connect
 from tenantcost.usage_source import FrameUsage, UsageSource, is_url, open_usage
 from tenantcost.windows import Period, data_period
@@ -561,7 +561,7 @@ def check_config_command(
     """Validate a rule file (and, with --usage, its keys and services against the data)."""
     ruleset = load_rules(config)
     if usage:
-        from tenantcost.rules import check_against_usage
+        from tenantcost.config.rules import check_against_usage
 
         con = connect()
         source = open_usage([p if is_url(p) else Path(p) for p in usage], con)

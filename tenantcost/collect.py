@@ -22,11 +22,11 @@ from typing import Any
 import pandas as pd
 from pydantic import ValidationError
 
+from tenantcost.config.rules import RuleSet
+from tenantcost.config.sources import OpenCostSource
 from tenantcost.errors import InputError
 from tenantcost.readers.costs import read_costs
 from tenantcost.readers.opencost_api import Collection, collect_allocations
-from tenantcost.rules import RuleSet
-from tenantcost.sources_config import OpenCostSource
 from tenantcost.windows import Period
 from tenantcost.writers.text import money, render_table
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from tenantcost.config.rules import RuleSet
 from tenantcost.money import decimal_to_micros
-from tenantcost.rules import RuleSet
 
 _NS_PER_S = 1_000_000_000
 

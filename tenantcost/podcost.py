@@ -4,7 +4,7 @@ For clusters without OpenCost, for checking OpenCost's figures, and for what-if 
 The output is the canonical cost table of :mod:`tenantcost.tables`, so ``tenantcost allocate
 --costs`` reads it as is.
 
-**The rule-file section** (validated by :class:`tenantcost.cost_model_config.CostModel`)::
+**The rule-file section** (validated by :class:`tenantcost.config.cost_model.CostModel`)::
 
     cost_model:
       weights: {cpu: 9, memory: 1}        # or fractions: {cpu: 0.6, memory: 0.4}
@@ -87,7 +87,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tenantcost.cost_model_config import CostModel
+from tenantcost.config.cost_model import CostModel
+from tenantcost.config.rules import load_rules
 from tenantcost.errors import InputError, warn
 from tenantcost.money import MICROS_PER_UNIT, split_largest_remainder, to_micros
 from tenantcost.readers.canonical import split_origin
@@ -98,7 +99,6 @@ from tenantcost.readers.nodes_pods import (
     read_nodes,
     read_pods,
 )
-from tenantcost.rules import load_rules
 from tenantcost.tables import COST_REQUIRED_COLUMNS
 
 __all__ = [

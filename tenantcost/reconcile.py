@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tenantcost.allocate import AllocationResult
-from tenantcost.rules import RESIDUAL_CLASSES
+from tenantcost.config.rules import RESIDUAL_CLASSES
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from tenantcost.rules import RuleSet, parse_rules
+from tenantcost.config.rules import RuleSet, parse_rules
 from tenantcost.tables import COST_PROPERTY_COLUMNS
 
 T0 = pd.Timestamp("2026-11-01T00:00:00Z")

@@ -21,6 +21,8 @@ from typer.testing import CliRunner
 
 from tenantcost.cli import app
 from tenantcost.collect import opencost_source
+from tenantcost.config.rules import load_rules, parse_rules
+from tenantcost.config.sources import DEFAULT_OPENCOST_AGGREGATE, OpenCostSource
 from tenantcost.errors import InputError, InputWarning
 from tenantcost.readers.costs import read_costs
 from tenantcost.readers.opencost_api import (
@@ -30,8 +32,6 @@ from tenantcost.readers.opencost_api import (
     raw_file_name,
 )
 from tenantcost.readers.opencost_json import parse_allocation_response, read_opencost_json
-from tenantcost.rules import load_rules, parse_rules
-from tenantcost.sources_config import DEFAULT_OPENCOST_AGGREGATE, OpenCostSource
 from tests.opencost_server import (
     FileScenario,
     GeneratedScenario,

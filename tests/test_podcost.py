@@ -31,7 +31,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from tenantcost.allocate import allocate
-from tenantcost.cost_model_config import CostModel
+from tenantcost.config.cost_model import CostModel
+from tenantcost.config.rules import load_rules, parse_rules
 from tenantcost.errors import InputError, InputWarning
 from tenantcost.money import to_micros
 from tenantcost.podcost import (
@@ -44,7 +45,6 @@ from tenantcost.podcost import (
     write_podcost,
 )
 from tenantcost.readers.costs import read_costs
-from tenantcost.rules import load_rules, parse_rules
 from tenantcost.tables import COST_REQUIRED_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,10 +19,10 @@ import pytest
 from pydantic import SecretStr
 
 import tenantcost.readers.prometheus as prom
+from tenantcost.config.rules import parse_rules
+from tenantcost.config.sources import BasicAuth, PrometheusSource
 from tenantcost.errors import InputError, InputWarning
 from tenantcost.readers.prometheus import read_prometheus_usage
-from tenantcost.rules import parse_rules
-from tenantcost.sources_config import BasicAuth, PrometheusSource
 from tenantcost.tables import USAGE_KEY_COLUMNS
 
 from .prometheus_fixture import (

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from tenantcost.cli import app
-from tenantcost.confidence_config import Band
+from tenantcost.config.confidence import Band
 from tenantcost.money import round_for_display
 from tenantcost.report.confidence import grade, worst
 from tenantcost.report.display import auto_places, format_units
@@ -596,7 +596,7 @@ def test_templates_can_be_overridden_file_by_file(tmp_path):
     brand = tmp_path / "brand"
     brand.mkdir()
     (brand / "base.html").write_text(
-        (ROOT / "templates" / "base.html")
+        (ROOT / "tenantcost" / "templates" / "base.html")
         .read_text()
         .replace("Kubernetes cost allocation", "ACME Cloud Billing")
     )

@@ -54,12 +54,12 @@ from urllib3.exceptions import (
 )
 from urllib3.util.retry import Retry
 
+from tenantcost.config.sources import OpenCostSource
 from tenantcost.errors import InputError, warn
 from tenantcost.money import to_micros
 from tenantcost.readers.canonical import conform_costs, validate_costs
 from tenantcost.readers.costs import sort_costs
 from tenantcost.readers.opencost_json import parse_allocation_response
-from tenantcost.sources_config import OpenCostSource
 from tenantcost.tables import empty_costs
 
 if TYPE_CHECKING:

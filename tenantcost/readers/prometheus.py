@@ -1,6 +1,6 @@
 """Read per-client usage from Prometheus into the canonical usage table.
 
-Configuration is :class:`tenantcost.sources_config.PrometheusSource` (``sources.prometheus`` in
+Configuration is :class:`tenantcost.config.sources.PrometheusSource` (``sources.prometheus`` in
 the rule file): one PromQL template per usage column, by default
 ``sum by (client, service) (increase(app_requests_total[1h]))`` for ``requests`` and the same
 over ``app_cpu_seconds_total`` for ``cpu_seconds``. Each query is evaluated at every window
@@ -49,8 +49,8 @@ from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
+from tenantcost.config.sources import PrometheusSource
 from tenantcost.errors import InputError, warn
-from tenantcost.sources_config import PrometheusSource
 from tenantcost.tables import empty_usage
 
 MAX_POINTS = 10_000

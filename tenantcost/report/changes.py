@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from tenantcost.allocate import AllocationResult, allocate
+from tenantcost.config.rules import RuleSet, RuleVersion
 from tenantcost.errors import InputError, InputWarning
 from tenantcost.report.display import period_label
-from tenantcost.rules import RuleSet, RuleVersion
 from tenantcost.windows import Period
 
 

@@ -28,9 +28,9 @@ import numpy as np
 import pandas as pd
 
 from tenantcost.allocate import CAUSE_NO_USAGE, NO_CLIENT, AllocationResult
-from tenantcost.confidence_config import Band, ConfidenceThresholds
+from tenantcost.config.confidence import Band, ConfidenceThresholds
+from tenantcost.config.rules import EVEN, RuleSet, WeightsKey, describe_key
 from tenantcost.report.display import key_label
-from tenantcost.rules import EVEN, RuleSet, WeightsKey, describe_key
 from tenantcost.tables import metric_columns
 from tenantcost.windows import select_period
 

@@ -14,13 +14,13 @@ from pathlib import Path
 import pandas as pd
 
 from tenantcost.allocate import NO_CLIENT, AllocationResult, allocate
+from tenantcost.config.rules import EVEN, RuleSet, WeightsKey
 from tenantcost.errors import InputError
 from tenantcost.report.changes import RuleChange, against_previous, quiet_allocate, within_period
 from tenantcost.report.confidence import RULE, ClientConfidence, assess, key_amounts
 from tenantcost.report.display import auto_places
 from tenantcost.report.figures import ShownFigures, plan
 from tenantcost.report.provenance import Provenance, collect
-from tenantcost.rules import EVEN, RuleSet, WeightsKey
 from tenantcost.tables import metric_columns
 from tenantcost.windows import Period
 

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tenantcost import __version__
-from tenantcost.rules import RuleVersion
+from tenantcost.config.rules import RuleVersion
 from tenantcost.usage_source import is_url
 
 SHORT_HASH = 12

@@ -30,7 +30,7 @@ from tenantcost.report.sheet import ClientSheet, build_sheet, period_view, slug
 from tenantcost.report.summary import FinanceSummary, build_summary
 
 FORMATS = ("html", "pdf", "md")
-DEFAULT_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+DEFAULT_TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 SUMMARY_NAME = "finance-summary"
 CLIENT_DIR = "clients"
 

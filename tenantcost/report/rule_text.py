@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tenantcost.allocate import AllocationResult
+from tenantcost.config.rules import EVEN, Key, RuleVersion, WeightsKey
 from tenantcost.reconcile import exclusion_summary
 from tenantcost.report.display import key_label
-from tenantcost.rules import EVEN, Key, RuleVersion, WeightsKey
 
 
 @dataclass(frozen=True)

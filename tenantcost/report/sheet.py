@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from tenantcost.config.rules import EVEN
 from tenantcost.reconcile import unattributed_summary
 from tenantcost.report.changes import RuleChange
 from tenantcost.report.charts import Bar, bar_chart
@@ -30,7 +31,6 @@ from tenantcost.report.pack import ReportPack
 from tenantcost.report.privacy import Redactor
 from tenantcost.report.provenance import Provenance
 from tenantcost.report.rule_text import Scope, scope
-from tenantcost.rules import EVEN
 from tenantcost.writers.json_output import client_lines
 
 KIND_ORDER = {"shared": 0, "external": 1, "direct": 2, "idle": 3}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tenantcost.config.rules import describe_key
 from tenantcost.money import MINOR_UNIT_EXPONENT, round_for_display
 from tenantcost.reconcile import cascade, residual_summary, unattributed_summary
 from tenantcost.report.charts import Step, waterfall
@@ -24,7 +25,6 @@ from tenantcost.report.figures import adjusted
 from tenantcost.report.pack import ReportPack
 from tenantcost.report.provenance import Provenance
 from tenantcost.report.sheet import Period, Row, period_view
-from tenantcost.rules import describe_key
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import pandas as pd
 
 from tenantcost import __version__
 from tenantcost.allocate import AllocationResult
+from tenantcost.config.rules import describe_key
 from tenantcost.money import MINOR_UNIT_EXPONENT
 from tenantcost.reconcile import (
     cascade,
@@ -19,7 +20,6 @@ from tenantcost.reconcile import (
     residual_summary,
     unattributed_summary,
 )
-from tenantcost.rules import describe_key
 
 
 def _iso(ts: pd.Timestamp) -> str:

@@ -19,15 +19,15 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from tenantcost.config.base import Strict
 
 Fraction = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
-class Band(BaseModel):
+class Band(Strict):
     """Upper bounds (fractions, 0.1 = 10 %) of the high and medium grades of one figure."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     high: Fraction
     medium: Fraction
@@ -39,10 +39,8 @@ class Band(BaseModel):
         return self
 
 
-class ConfidenceThresholds(BaseModel):
+class ConfidenceThresholds(Strict):
     """Grading bands for the confidence level of per-client figures (see the module doc)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     key_spread: Band = Band(high=0.10, medium=0.30)
     no_client_share: Band = Band(high=0.01, medium=0.05)

@@ -1,7 +1,7 @@
 """The ``cost_model`` section of the rule file: how ``tenantcost podcost`` prices pods.
 
 It lives in its own module (and not in :mod:`tenantcost.podcost`) so that
-:mod:`tenantcost.rules` can import it without an import cycle. The computation is in
+:mod:`tenantcost.config.rules` can import it without an import cycle. The computation is in
 :mod:`tenantcost.podcost`; its docstring and ``examples/node-price-model/README.md`` explain
 the model. The section, with every key::
 
@@ -27,7 +27,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from tenantcost.config.base import Strict
 
 FRACTION_TOLERANCE = 1e-9
 """How far ``fractions`` may add up from 1 (YAML decimals such as 0.6 + 0.4 are not exact)."""
@@ -35,18 +37,15 @@ FRACTION_TOLERANCE = 1e-9
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
-
-class ResourceAmounts(_Strict):
+class ResourceAmounts(Strict):
     """One number per resource: ``{cpu: ..., memory: ...}`` (both required)."""
 
     cpu: NonNegative
     memory: NonNegative
 
 
-class MemoryPerCpu(_Strict):
+class MemoryPerCpu(Strict):
     """Allowed GiB of memory per vCPU of a pod's billed requests (Autopilot: 1 to 6.5)."""
 
     min: NonNegative | None = None
@@ -61,7 +60,7 @@ class MemoryPerCpu(_Strict):
         return self
 
 
-class CostModel(_Strict):
+class CostModel(Strict):
     """How ``podcost`` turns node prices (or published unit prices) into pod costs."""
 
     weights: ResourceAmounts | None = None

@@ -1,6 +1,6 @@
 """Configuration models for live usage sources (``sources.prometheus`` of the rule file).
 
-Kept apart from :mod:`tenantcost.rules` so that the readers can import their configuration
+Kept apart from :mod:`tenantcost.config.rules` so that the readers can import their configuration
 without importing the whole rule machinery. The models follow the same conventions as the rule
 models: unknown keys are errors (``extra="forbid"``) and instances are immutable.
 """
@@ -12,8 +12,9 @@ import re
 from typing import Annotated
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
+from tenantcost.config.base import Strict
 from tenantcost.tables import USAGE_RESERVED_COLUMNS
 
 PLACEHOLDERS: tuple[str, ...] = ("window", "client_label", "service_label")
@@ -37,18 +38,15 @@ _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _URL = re.compile(r"^https?://[^/\s?#]+(/[^\s?#]*)?$")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
-
-class BasicAuth(_Strict):
+class BasicAuth(Strict):
     """HTTP basic authentication for the Prometheus API."""
 
     username: Annotated[str, Field(min_length=1)]
     password: SecretStr
 
 
-class PrometheusSource(_Strict):
+class PrometheusSource(Strict):
     """Where and how to read per-client usage from a Prometheus server.
 
     Each entry of ``queries`` becomes one float64 column of the usage table. Templates are
@@ -156,7 +154,7 @@ def _timedelta(pattern: re.Pattern[str], value: str) -> pd.Timedelta:
     return pd.Timedelta(int(match.group(1)), unit=_SPAN_UNITS[match.group(2)])
 
 
-class OpenCostSource(_Strict):
+class OpenCostSource(Strict):
     """Where and how to read workload costs from the OpenCost Allocation API.
 
     ``sources.opencost`` of the rule file; ``--opencost-url`` and ``--step`` override ``url``

@@ -20,18 +20,17 @@ from typing import Annotated, Any, Literal
 import pandas as pd
 import yaml
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     field_validator,
     model_validator,
 )
 
-from tenantcost.confidence_config import ConfidenceThresholds
-from tenantcost.cost_model_config import CostModel
+from tenantcost.config.base import Strict
+from tenantcost.config.confidence import ConfidenceThresholds
+from tenantcost.config.cost_model import CostModel
+from tenantcost.config.sources import OpenCostSource, PrometheusSource
 from tenantcost.errors import InputError, warn
-from tenantcost.sources_config import OpenCostSource, PrometheusSource
 from tenantcost.tables import LABEL_PREFIX
 
 WorkloadClass = Literal["shared", "direct", "idle", "overhead", "reserve", "excluded"]
@@ -48,11 +47,8 @@ MATCH_PROPERTIES: tuple[str, ...] = (
 EVEN = "even"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
-
-class WeightsKey(_Strict):
+class WeightsKey(Strict):
     """A fixed key: each client's weight, for contractual splits (``{weights: {a: 2, b: 1}}``)."""
 
     weights: dict[str, Annotated[float, Field(ge=0, allow_inf_nan=False)]]
@@ -74,7 +70,7 @@ def describe_key(key: Key) -> str:
     return "weights" if isinstance(key, WeightsKey) else key
 
 
-class WorkloadRule(_Strict):
+class WorkloadRule(Strict):
     """One classification entry: which cost rows it selects and what happens to them."""
 
     match: dict[str, str | list[str]] = Field(default_factory=dict)
@@ -135,7 +131,7 @@ class WorkloadRule(_Strict):
         return self
 
 
-class ExternalCost(_Strict):
+class ExternalCost(Strict):
     """A cost OpenCost does not see (a third-party service, a managed database)."""
 
     name: str
@@ -145,7 +141,7 @@ class ExternalCost(_Strict):
     services: list[str] | None = None
 
 
-class RuleVersion(_Strict):
+class RuleVersion(Strict):
     """One dated version of the allocation rule."""
 
     id: str
@@ -206,7 +202,7 @@ class RuleVersion(_Strict):
         return self
 
 
-class Sources(_Strict):
+class Sources(Strict):
     """Where inputs come from when not given on the command line (paths relative to the file)."""
 
     costs: list[str] = Field(default_factory=list)
@@ -220,7 +216,7 @@ class Sources(_Strict):
         return [value] if isinstance(value, str) else value
 
 
-class RuleSet(_Strict):
+class RuleSet(Strict):
     """The whole rule file."""
 
     currency: Annotated[str, Field(pattern=r"^[A-Z]{3}$")] = "USD"
