@@ -50,3 +50,11 @@ class InputWarning(UserWarning):
 def warn(message: str) -> None:
     """Emit an :class:`InputWarning` (one line)."""
     warnings.warn(" ".join(message.split()), InputWarning, stacklevel=2)
+
+
+class InternalError(Exception):
+    """A broken invariant of tenantcost itself (for example a cascade that does not close).
+
+    Never caused by input alone: the CLI prints it as one ``internal error: ...`` line and exits
+    3, so a wrong figure is never printed as if it were a result.
+    """
