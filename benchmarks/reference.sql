@@ -15,8 +15,8 @@
 --     over the services it lists (default: every shared service of the rule).
 --  3. Split of a pool P (BIGINT) over its recipients (largest remainder):
 --       W     = SUM(w) over the pool (exact, HUGEINT)
---       quota = P::DOUBLE * (w::DOUBLE / W::DOUBLE)      -- exactly this order of operations
---       base  = FLOOR(quota)::BIGINT;  frac = quota - FLOOR(quota)
+--       base  = (P * w) // W;  frac = (P * w) % W       -- exact, HUGEINT (P * w < 1e38 here)
+--       (frac is the numerator of the exact fractional part; W is common to the pool)
 --       R     = P - SUM(base) over the pool
 --       rows ranked by frac DESC, client ASC (binary string order): rank <= R gets base + 1,
 --       the others get base.
@@ -187,10 +187,10 @@ CREATE OR REPLACE TEMP MACRO largest_remainder(rows_table) AS TABLE
 WITH totals AS (
     SELECT grp, sum(w) AS W FROM query_table(rows_table) GROUP BY grp
 ), q AS (
-    SELECT r.grp, r.tag, r.client, r.P, r.P::DOUBLE * (r.w::DOUBLE / t.W::DOUBLE) AS quota
+    SELECT r.grp, r.tag, r.client, r.P, r.P::HUGEINT * r.w AS Pw, t.W
     FROM query_table(rows_table) r JOIN totals t ON r.grp = t.grp
 ), b AS (
-    SELECT grp, tag, client, P, floor(quota)::BIGINT AS base, quota - floor(quota) AS frac
+    SELECT grp, tag, client, P, (Pw // W)::BIGINT AS base, Pw % W AS frac
     FROM q
 ), ranked AS (
     SELECT grp, tag, client, base,

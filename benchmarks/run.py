@@ -18,6 +18,13 @@ resident set size of the process and the children it waited for (``ru_maxrss`` f
 ``os.wait4``, the counter ``/usr/bin/time`` reports; a cross-check of the sampled peak for
 single-process runs). Every run's per-client totals are compared with the reference's to the
 micro-unit; any difference is printed and makes the script exit with status 1.
+
+A separate section measures start-up: the installed ``tenantcost`` console script (the one
+next to this Python, not a shell shim) running ``--help`` and ``check-config`` on the
+bundled example, warm (one unmeasured run first), median of ``--startup-repeat`` (5) wall
+times, and which heavy modules each imports (``python -X importtime``): none should.
+
+    python benchmarks/run.py --sections startup    # only the start-up section
 """
 
 from __future__ import annotations
@@ -245,7 +252,7 @@ def run_case(case: str, args: argparse.Namespace) -> CaseResult:
         *period,
         *shlex.split(args.reference_args),
     ]
-    result = CaseResult(case=case, rows=int(meta["usage_rows"]))
+    result = CaseResult(case=case, rows=int(str(meta["usage_rows"])))
     print(f"[{case}] tenantcost: {shlex.join(tool_cmd)}")
     print(f"[{case}] reference:  {shlex.join(ref_cmd)}", flush=True)
     ref_totals: pd.Series | None = None
@@ -335,7 +342,7 @@ def report(results: list[CaseResult], args: argparse.Namespace) -> str:
                 return ("failed" if runs else "not run") if not mib else "-"
             return _mib(v) if mib else f"{v:.2f}"
 
-        ratio = f"{tc_s / ref_s:.1f}" if compared and ref_s else "-"
+        ratio = f"{tc_s / ref_s:.1f}" if tc_s is not None and ref_s else "-"
         lines.append(
             f"| {CASES[r.case]['clients']:,} x {CASES[r.case]['services']} x "
             f"{CASES[r.case]['hours']} h ({r.case}) | {r.rows:,} | {fmt(tc_s, r.tenantcost)} | "
@@ -355,6 +362,58 @@ def report(results: list[CaseResult], args: argparse.Namespace) -> str:
         "",
         *machine_info(),
     ]
+    return "\n".join(lines)
+
+
+HEAVY_MODULES = ("pandas", "numpy", "duckdb", "pyarrow", "weasyprint", "jinja2", "requests")
+STARTUP_COMMANDS: dict[str, list[str]] = {
+    "--help": ["--help"],
+    "check-config": [
+        "check-config",
+        str(HERE.parent / "examples" / "saas-three-clients" / "rules.yaml"),
+    ],
+}
+
+
+def installed_script(name: str) -> str:
+    """The console script itself: a pyenv or asdf shim would add a shell's start-up."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else name
+
+
+def heavy_imports(args: list[str]) -> list[str]:
+    """The heavy top-level modules a command imports (from ``python -X importtime``)."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "tenantcost", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    found = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in proc.stderr.splitlines()}
+    return [m for m in HEAVY_MODULES if m in found]
+
+
+def startup_section(script: str, repeat: int) -> str:
+    """Wall time of the installed script for ``--help`` and ``check-config``: warm (one
+    unmeasured run first), median of ``repeat`` runs; a benchmark, not a timed unit test."""
+    lines = [
+        "| command | median s | min s | max s | heavy modules imported |",
+        "|---|---|---|---|---|",
+    ]
+    for label, command in STARTUP_COMMANDS.items():
+        argv = [script, *command]
+        subprocess.run(argv, capture_output=True, check=True)  # warm the file cache
+        times = []
+        for _ in range(repeat):
+            begin = time.perf_counter()
+            subprocess.run(argv, capture_output=True, check=True)
+            times.append(time.perf_counter() - begin)
+        heavy = ", ".join(heavy_imports(command)) or "none"
+        lines.append(
+            f"| `tenantcost {label}` | {statistics.median(times):.3f} | {min(times):.3f} | "
+            f"{max(times):.3f} | {heavy} |"
+        )
+    lines += ["", f"Start-up of {script}: warm, {repeat} run(s) each, wall time (spawn to exit)."]
     return "\n".join(lines)
 
 
@@ -384,15 +443,26 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per run")
     parser.add_argument("--results", type=Path, help="also write the Markdown report here")
+    parser.add_argument(
+        "--sections", default="startup,cases", help="comma list of startup,cases (default both)"
+    )
+    parser.add_argument("--startup-repeat", type=int, default=5)
     args = parser.parse_args(argv)
+    sections = {s.strip() for s in args.sections.split(",") if s.strip()}
     args.engines = {e.strip() for e in args.engines.split(",") if e.strip()}
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = [c for c in cases if c not in CASES]
     if unknown:
         parser.error(f"unknown case {unknown[0]!r}; cases: {', '.join(CASES)}")
 
-    results = [run_case(case, args) for case in cases]
-    text = report(results, args)
+    texts = []
+    if "startup" in sections:
+        script = installed_script(args.tenantcost)
+        texts.append("## Start-up\n\n" + startup_section(script, args.startup_repeat))
+    results = [run_case(case, args) for case in cases] if "cases" in sections else []
+    if "cases" in sections:
+        texts.append("## Allocation\n\n" + report(results, args))
+    text = "\n\n".join(texts)
     print()
     print(text)
     if args.results:

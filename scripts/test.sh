@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh Debian 12 machine: installs what the tests need (idempotent),
 # then runs lint, type checks and pytest. This is the README's test command; .ci/run calls it.
+# The suite tests what users install too: tests/test_wheel.py builds the sdist and the wheel,
+# installs the wheel into a fresh venv and runs allocate and report (html, pdf, md) on a copy
+# of examples/saas-three-clients outside the repository.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Real servers the tests start on 127.0.0.1 (never mocks): Prometheus and promtool.
+# Real servers the tests start on 127.0.0.1 (never mocks): Prometheus and promtool; PostgreSQL.
 need_apt=()
 command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
 # Report pack tests: headless Chromium for the browser tests (Playwright drives Debian's
 # build, never `playwright install`), pdftotext/pdftoppm to read the PDFs WeasyPrint writes.
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v pdftotext >/dev/null 2>&1 || need_apt+=(poppler-utils)
+# The store's tests run on SQLite and on a real PostgreSQL 15 cluster they create and start
+# themselves (tests/postgres_fixture.py: initdb as the 'postgres' user, a free loopback port).
+[ -x /usr/lib/postgresql/15/bin/initdb ] || need_apt+=(postgresql)
+# tests/test_wheel.py creates a venv with pip in it (Debian's own python3 needs python3-venv).
+python3 -c "import ensurepip, venv" >/dev/null 2>&1 || need_apt+=(python3-venv)
 if ((${#need_apt[@]})); then
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   echo "installing Debian packages: ${need_apt[*]}"

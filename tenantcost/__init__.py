@@ -4,7 +4,9 @@ The package is a functional core with an imperative shell:
 
 * ``tenantcost.readers`` turn each source into the canonical tables of ``tenantcost.tables``;
 * ``tenantcost.config.rules`` loads and validates the dated allocation rule file;
-* ``tenantcost.allocate`` is the pure core: tables + rules -> result tables;
+* ``tenantcost.allocate`` runs the core, tables + rules -> ``tenantcost.result``: ``plan``
+  (costs and rules -> pools), ``engine`` (time chunks split over usage, then folded);
+  the vocabularies (classes, line kinds, causes) are in ``tenantcost.kinds``;
 * ``tenantcost.reconcile`` proves the cascade closes to the unit;
 * ``tenantcost.writers`` render results; ``tenantcost.cli`` is the thin command line.
 """

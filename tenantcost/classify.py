@@ -3,6 +3,10 @@
 Matching runs over the *distinct* property combinations, not over every row, so a month of
 pod-level rows costs no more than its number of distinct workloads. Patterns are shell globs
 (``tenant-*``) or lists of globs; a missing property matches as the empty string.
+
+The result is a nullable ``Int64`` entry index: ``<NA>`` says "no entry matched". A missing
+value cannot be mistaken for an index, while a ``-1`` sentinel would be a valid position from
+the end of a Python list and joins silently with anything else keyed ``-1``.
 """
 
 from __future__ import annotations
@@ -15,8 +19,6 @@ import pandas as pd
 
 from tenantcost.config.rules import MATCH_PROPERTIES, RuleSet
 from tenantcost.errors import InputError
-
-UNMATCHED = -1
 
 
 def _pattern_mask(values: pd.Series, pattern: str | list[str]) -> pd.Series:
@@ -43,18 +45,20 @@ def match_properties(ruleset: RuleSet) -> list[str]:
 
 
 def classify(costs: pd.DataFrame, ruleset: RuleSet) -> pd.Series:
-    """The matching entry index for every cost row (``UNMATCHED`` when none matches).
+    """The matching entry index for every cost row: nullable ``Int64``, ``<NA>`` when no
+    entry matches.
 
     ``costs`` must carry a ``version`` column (the rule version index of each row).
     """
     props = [p for p in match_properties(ruleset) if p in costs.columns]
     keys = ["version", *props]
     combos = costs[keys].drop_duplicates().reset_index(drop=True)
-    entry = np.full(len(combos), UNMATCHED, dtype="int64")
+    entry = np.zeros(len(combos), dtype="int64")
+    matched = np.zeros(len(combos), dtype="bool")
     for v, version in enumerate(ruleset.rules):
         in_version = (combos["version"] == v).to_numpy()
         for j, w in enumerate(version.workloads):
-            mask = in_version & (entry == UNMATCHED)
+            mask = in_version & ~matched
             if not mask.any():
                 break
             for prop, pattern in w.match.items():
@@ -65,9 +69,10 @@ def classify(costs: pd.DataFrame, ruleset: RuleSet) -> pd.Series:
                 )
                 mask &= _pattern_mask(values, pattern).to_numpy()
             entry[mask] = j
-    combos["entry"] = entry
+            matched |= mask
+    combos["entry"] = pd.arrays.IntegerArray(entry, mask=~matched)  # unmatched: <NA>
     merged = costs[keys].merge(combos, on=keys, how="left", validate="many_to_one")
-    return pd.Series(merged["entry"].to_numpy(), index=costs.index, name="entry")
+    return pd.Series(merged["entry"].array, index=costs.index, name="entry", dtype="Int64")
 
 
 def workload_label(costs: pd.DataFrame) -> pd.Series:

@@ -27,6 +27,7 @@ from tenantcost.config.sources import OpenCostSource
 from tenantcost.errors import InputError
 from tenantcost.readers.costs import read_costs
 from tenantcost.readers.opencost_api import Collection, collect_allocations
+from tenantcost.timefmt import ISO_Z_FORMAT, iso_z_seconds
 from tenantcost.windows import Period
 from tenantcost.writers.text import money, render_table
 
@@ -130,7 +131,7 @@ def collect_to_folder(
         written.append(responses_dir / "requests.tsv")
         path = out / COSTS_FILE
         try:
-            collection.costs.to_csv(path, index=False, date_format="%Y-%m-%dT%H:%M:%SZ")
+            collection.costs.to_csv(path, index=False, date_format=ISO_Z_FORMAT)
         except OSError as exc:
             raise InputError(f"cannot write: {exc.strerror}", file=str(path)) from None
         written.append(path)
@@ -141,7 +142,7 @@ def collect_summary(source: OpenCostSource, collection: Collection) -> str:
     """One line per request (window, steps, rows, total, saved file) and a total line."""
     rows = [
         [
-            f"[{_iso(r.start)}, {_iso(r.end)})",
+            f"[{iso_z_seconds(r.start)}, {iso_z_seconds(r.end)})",
             str(r.steps),
             str(r.empty_steps),
             str(r.rows),
@@ -168,7 +169,3 @@ def collect_summary(source: OpenCostSource, collection: Collection) -> str:
         ["window", "steps", "no data", "rows", "total cost", "saved as"], rows, {1, 2, 3, 4}
     )
     return f"{title}\n\n{table}"
-
-
-def _iso(value: pd.Timestamp) -> str:
-    return value.tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%SZ")

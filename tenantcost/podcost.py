@@ -100,6 +100,7 @@ from tenantcost.readers.nodes_pods import (
     read_pods,
 )
 from tenantcost.tables import COST_REQUIRED_COLUMNS
+from tenantcost.timefmt import iso_z_series, window_text
 
 __all__ = [
     "FORMATS",
@@ -236,8 +237,8 @@ def _check_windows(pods: pd.DataFrame, nodes: pd.DataFrame | None) -> None:
         a, b = windows.iloc[i - 1], windows.iloc[i]
         file, where = split_origin(str(b["origin"]))
         raise InputError(
-            f"window {_fmt_window(b.window_start, b.window_end)} overlaps window "
-            f"{_fmt_window(a.window_start, a.window_end)} of {a.origin}; windows must not "
+            f"window {window_text(b.window_start, b.window_end)} overlaps window "
+            f"{window_text(a.window_start, a.window_end)} of {a.origin}; windows must not "
             "overlap (a node-hour would be charged twice)",
             file=file,
             where=where,
@@ -382,7 +383,7 @@ def _warn_missing(lost: pd.DataFrame, known: set[str], medians: tuple[float, flo
         )
         warn(
             f"{row['first_origin']}: pod {where} (window "
-            f"{_fmt_window(row['first_start'], row['first_end'])}; {int(row['rows'])} pod "
+            f"{window_text(row['first_start'], row['first_end'])}; {int(row['rows'])} pod "
             f"row(s) in {int(row['windows'])} window(s)); priced at the node file's median "
             f"unit prices ({medians[0]:.6g} per vCPU-hour, {medians[1]:.6g} per GiB-hour): "
             f"{row['amount']:.6f} that no node price backs, and no idle or system rows for "
@@ -503,7 +504,7 @@ def _warn_overcommit(over: pd.DataFrame, res: str, allocatable: str, label: str,
         charged, capacity = float(row[f"{res}_qty"]), float(row[allocatable])
         warn(
             f"node '{row['node']}' (pool '{row['pool']}'), window "
-            f"{_fmt_window(row['window_start'], row['window_end'])}: pods are charged "
+            f"{window_text(row['window_start'], row['window_end'])}: pods are charged "
             f"{charged:.6g} {unit} of {label} but only {capacity:.6g} {unit} are allocatable, "
             f"so idle would be negative; idle is 0 and the pods' {label} costs are scaled by "
             f"{capacity / charged:.6g} to the node's price"
@@ -603,15 +604,8 @@ def write_podcost(frame: pd.DataFrame, fmt: str, out: Path | None = None) -> str
 def _as_text_windows(frame: pd.DataFrame) -> pd.DataFrame:
     out = frame.copy()
     for column in WINDOW:
-        out[column] = _iso(out[column])
+        out[column] = iso_z_series(out[column])
     return out
-
-
-def _iso(values: pd.Series) -> pd.Series:
-    utc = values.dt.tz_convert("UTC")
-    fractional = bool((utc.dt.microsecond != 0).any() or (utc.dt.nanosecond != 0).any())
-    pattern = "%Y-%m-%dT%H:%M:%S.%fZ" if fractional else "%Y-%m-%dT%H:%M:%SZ"
-    return utc.dt.strftime(pattern).astype("str")
 
 
 def _table(frame: pd.DataFrame) -> str:
@@ -629,7 +623,3 @@ def _table(frame: pd.DataFrame) -> str:
     totals = frame.groupby(kinds)["total_cost"].sum()
     parts = ", ".join(f"{k} {totals.get(k, 0.0):.6f}" for k in ("pods", "idle", "system"))
     return f"{body}\ntotal {frame['total_cost'].sum():.6f} ({parts})\n"
-
-
-def _fmt_window(start: pd.Timestamp, end: pd.Timestamp) -> str:
-    return f"[{start.isoformat()}, {end.isoformat()})"

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tenantcost.allocate import AllocationResult
-from tenantcost.config.rules import RESIDUAL_CLASSES
+from tenantcost.errors import InternalError
+from tenantcost.kinds import RESIDUAL_CLASSES, CascadeKind, CostClass, LineKind
+from tenantcost.result import AllocationResult
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,7 @@ class CascadeLine:
     """One line of the cascade; ``kind`` groups lines (clients, residual, exclusion, ...)."""
 
     label: str
-    kind: str
+    kind: CascadeKind
     amount: int
     detail: str = ""
 
@@ -38,14 +39,15 @@ class Cascade:
 
 def residual_summary(result: AllocationResult) -> list[dict[str, int | str]]:
     """Per residual class: total before distribution, distributed to clients, remaining."""
-    distributed_idle = int(result.lines.loc[result.lines["kind"] == "idle", "amount"].sum())
+    idle_lines = result.lines["kind"] == LineKind.IDLE
+    distributed_idle = int(result.lines.loc[idle_lines, "amount"].sum())
     out: list[dict[str, int | str]] = []
     for cls in RESIDUAL_CLASSES:
         before = int(result.residual.loc[result.residual["class"] == cls, "amount"].sum())
-        distributed = distributed_idle if cls == "idle" else 0
+        distributed = distributed_idle if cls == CostClass.IDLE else 0
         out.append(
             {
-                "class": cls,
+                "class": str(cls),
                 "amount": before - distributed,
                 "before_distribution": before,
                 "distributed": distributed,
@@ -90,11 +92,13 @@ def cascade(result: AllocationResult) -> Cascade:
     lines = [
         CascadeLine(
             "clients",
-            "clients",
+            CascadeKind.CLIENTS,
             int(result.lines["amount"].sum()),
             f"{result.lines['client'].nunique()} clients",
         ),
-        CascadeLine("unattributed", "unattributed", int(result.unattributed["amount"].sum())),
+        CascadeLine(
+            "unattributed", CascadeKind.UNATTRIBUTED, int(result.unattributed["amount"].sum())
+        ),
     ]
     for item in residual_summary(result):
         detail = (
@@ -103,15 +107,29 @@ def cascade(result: AllocationResult) -> Cascade:
             if item["distributed"]
             else ""
         )
-        lines.append(CascadeLine(str(item["class"]), "residual", int(item["amount"]), detail))
+        amount = int(item["amount"])
+        lines.append(CascadeLine(str(item["class"]), CascadeKind.RESIDUAL, amount, detail))
     for item in exclusion_summary(result):
         lines.append(
             CascadeLine(
-                f"excluded: {item['name']}", "exclusion", int(item["amount"]), str(item["reason"])
+                f"excluded: {item['name']}",
+                CascadeKind.EXCLUSION,
+                int(item["amount"]),
+                str(item["reason"]),
             )
         )
     lines.append(
-        CascadeLine("unclassified", "unclassified", int(result.unclassified["amount"].sum()))
+        CascadeLine(
+            "unclassified", CascadeKind.UNCLASSIFIED, int(result.unclassified["amount"].sum())
+        )
     )
     gap = result.reference_total - sum(line.amount for line in lines)
     return Cascade(lines=lines, reference_total=result.reference_total, gap=gap)
+
+
+def require_closed(casc: Cascade) -> Cascade:
+    """``casc`` when it closes; otherwise an :class:`InternalError`, so that a figure that
+    does not add up is never shown as a result (``reconcile`` audits instead of calling this)."""
+    if not casc.closes:
+        raise InternalError(f"the cascade does not close: gap {casc.gap} micro-units")
+    return casc

@@ -7,8 +7,10 @@ usage in Python. The arithmetic is exactly the one documented in ``tenantcost.mo
 
 * a pool ``P`` (int64 micro-units) goes to recipients with integer weights ``w > 0`` (the
   key's measure in micro-units of its unit, so the total ``W`` is an exact integer sum);
-* ``quota = P * (w / W)`` in IEEE double, ``base = floor(quota)``;
-* the ``P - sum(base)`` leftover units go one each to the largest ``quota - base``, ties by
+* ``base = floor(P * w / W)`` and the remainder ``P * w - base * W``, both exact in 128-bit
+  integers (measures, their sums and the products are ``HUGEINT``; see ``tenantcost.limits``
+  for the ranges that keep every step exact);
+* the ``P - sum(base)`` leftover units go one each to the largest remainders, ties by
   client name (binary order);
 * a pool with no positive weight is unattributed ("no usage in window"); the part of the
   empty client ``""`` is unattributed ("usage without client id").
@@ -24,33 +26,25 @@ from dataclasses import dataclass
 import duckdb
 import pandas as pd
 
-MEASURE_SCALE = 1_000_000
-"""Measures are held as integers of 10^-6 of their unit (requests, CPU-seconds, ...)."""
+from tenantcost.errors import InputError, InternalError
+from tenantcost.kinds import Cause
+from tenantcost.limits import MAX_AMOUNT_TOTAL, MAX_POOL_MEASURE, SPLIT_LIMB
+from tenantcost.tables import LINE_COLUMNS, UNATTRIBUTED_COLUMNS
 
-LINE_COLUMNS = [
-    "window_start",
-    "window_end",
-    "rule_id",
-    "client",
-    "source",
-    "kind",
-    "key",
-    "measure",
-    "total_measure",
-    "share",
-    "amount",
-]
-UNATTRIBUTED_COLUMNS = [
-    "window_start",
-    "window_end",
-    "rule_id",
-    "source",
-    "kind",
-    "cause",
-    "amount",
-]
-CAUSE_NO_USAGE = "no usage in window"
-CAUSE_NO_CLIENT = "usage without client id"
+MEASURE_SCALE = 1_000_000
+"""Measures are held as integers of 10^-6 of their unit (requests, CPU-seconds, ...), in
+128-bit integers: a usage value up to ``tenantcost.limits.MAX_USAGE_VALUE`` (1e15) is 1e21
+micro-units, beyond ``int64``."""
+
+KEY_EVEN = -1
+"""Key code of the ``even`` key in the split's SQL (metric columns are coded 0, 1, ...)."""
+KEY_WEIGHTS = -2
+"""Key code of contract weights (``{weights: {client: w}}``)."""
+KEY_UNKNOWN = -3
+"""Key code of a key column the usage lacks (the rules check refuses it first): weight 0."""
+
+CAUSE_NO_USAGE = Cause.NO_USAGE
+CAUSE_NO_CLIENT = Cause.NO_CLIENT
 
 
 def connect(
@@ -76,21 +70,36 @@ def _split(name: str, recipients: str, totals: str, pools: str) -> str:
     """CTEs that split ``pools`` (pool, amount) over ``recipients`` (pool, client, weight > 0)
     whose per-pool sums are in ``totals`` (pool, total).
 
-    The totals are a hash aggregate joined back; the leftover units and the ranking of
-    remainders share one window partition by pool (one sort).
+    ``floor(P * w / W)`` and its remainder ``P * w mod W`` are computed exactly in 128-bit
+    integers without ever forming ``P * w`` (``tenantcost.limits.SPLIT_LIMB``): with
+    ``P = P1 * L + P0``, ``P1 * w = q1 * W + r1`` and ``r1 * L + P0 * w = q2 * W + rest``,
+    the base is ``q1 * L + q2`` and ``rest / W`` is the exact fractional part. ``W`` is common
+    to a pool, so ranking by ``rest`` is ranking by the fraction. The totals are a hash
+    aggregate joined back; the leftover units and the ranking of remainders share one window
+    partition by pool (one sort).
     """
+    limb = SPLIT_LIMB
     return f"""
-    {name}_b AS (
+    {name}_q AS (
         SELECT r.pool, r.client, r.weight, t.total, p.amount AS parent,
-               floor(p.amount::DOUBLE * (r.weight::DOUBLE / t.total::DOUBLE))::BIGINT AS base,
-               p.amount::DOUBLE * (r.weight::DOUBLE / t.total::DOUBLE)
-                 - floor(p.amount::DOUBLE * (r.weight::DOUBLE / t.total::DOUBLE)) AS frac
+               (p.amount::HUGEINT // {limb}) * r.weight AS t1,
+               p.amount::HUGEINT % {limb} AS p0
         FROM {recipients} r JOIN {totals} t ON t.pool = r.pool JOIN {pools} p ON p.pool = r.pool
+    ),
+    {name}_t AS (
+        SELECT pool, client, weight, total, parent, t1 // total AS q1,
+               (t1 % total) * {limb} + p0 * weight AS t2
+        FROM {name}_q
+    ),
+    {name}_b AS (
+        SELECT pool, client, weight, total, parent,
+               (q1 * {limb} + t2 // total)::BIGINT AS base, t2 % total AS rest
+        FROM {name}_t
     ),
     {name} AS (
         SELECT pool, client, weight, total,
                base + CASE WHEN row_number() OVER (
-                                PARTITION BY pool ORDER BY frac DESC, client ASC)
+                                PARTITION BY pool ORDER BY rest DESC, client ASC)
                             <= parent - sum(base) OVER (PARTITION BY pool)
                       THEN 1 ELSE 0 END AS amount
         FROM {name}_b
@@ -101,17 +110,17 @@ def _weight_expression(metrics: list[str]) -> str:
     """The per-usage-row weight of a spec: its key column, ``even`` or contract weights.
 
     One scan of the chunk serves every key: a CASE on the spec's small-integer key code
-    (-2 weights, -1 even, i >= 0 the i-th metric) picks the value, which measured faster
-    than one scan per key.
+    (:data:`KEY_WEIGHTS`, :data:`KEY_EVEN`, i >= 0 the i-th metric) picks the value, which
+    measured faster than one scan per key.
     """
     active = " OR ".join(f"u.{quote(m)} > 0" for m in metrics) or "FALSE"
     by_column = " ".join(
-        f"WHEN {i} THEN round_even(u.{quote(m)} * {MEASURE_SCALE}, 0)::BIGINT"
+        f"WHEN {i} THEN round_even(u.{quote(m)} * {MEASURE_SCALE}, 0)::HUGEINT"
         for i, m in enumerate(metrics)
     )
     return f"""CASE s.key_code {by_column}
-        WHEN -1 THEN CASE WHEN {active} THEN {MEASURE_SCALE} ELSE 0 END
-        WHEN -2 THEN CASE WHEN {active} THEN coalesce(sw.weight, 0) ELSE 0 END
+        WHEN {KEY_EVEN} THEN CASE WHEN {active} THEN {MEASURE_SCALE} ELSE 0 END
+        WHEN {KEY_WEIGHTS} THEN CASE WHEN {active} THEN coalesce(sw.weight, 0) ELSE 0 END
         ELSE 0 END"""
 
 
@@ -150,7 +159,28 @@ def run_split(
     Leaves two temporary tables on ``con``: ``lines`` (window-level client lines: keyed
     shared/external parts and distributed idle, with ``LINE_COLUMNS``) and ``unattributed``
     (``UNATTRIBUTED_COLUMNS``). Callers fetch or aggregate them.
+
+    Every step is exact within ``tenantcost.limits``; an arithmetic error DuckDB still
+    raises (a 128-bit overflow, a cast out of range) means a reader let a number through, so
+    it becomes an :class:`InternalError`, never a traceback or a wrong amount.
     """
+    try:
+        _run_split(con, tables, usage_sql, metrics)
+    except (duckdb.OutOfRangeException, duckdb.ConversionException) as exc:
+        raise InternalError(f"split arithmetic out of range: {_first_line(exc)}") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _run_split(
+    con: duckdb.DuckDBPyConnection,
+    tables: SplitTables,
+    usage_sql: str,
+    metrics: list[str],
+) -> None:
+    """The body of :func:`run_split`."""
     for name in ("pools", "specs", "spec_services", "spec_weights", "direct", "idle_pools"):
         # Small tables: copied into DuckDB so the views below outlive the registration.
         con.register("t_frame", getattr(tables, name))
@@ -183,8 +213,8 @@ def run_split(
         CREATE OR REPLACE TEMP TABLE recipients AS
         WITH spec_info AS (
             SELECT s.spec, s.agg,
-                   CASE s.key_kind WHEN 'even' THEN -1 WHEN 'weights' THEN -2
-                        ELSE coalesce(k.i, -3) END AS key_code,
+                   CASE s.key_kind WHEN 'even' THEN {KEY_EVEN} WHEN 'weights' THEN {KEY_WEIGHTS}
+                        ELSE coalesce(k.i, {KEY_UNKNOWN}) END AS key_code,
                    (SELECT count(*) FROM t_spec_services ss WHERE ss.spec = s.spec) > 1 AS multi
             FROM t_specs s LEFT JOIN (VALUES {key_index}) k(i, name) ON k.name = s.key_column
         ),
@@ -203,7 +233,7 @@ def run_split(
         UNION ALL
         SELECT pool, client,
                (CASE WHEN any_value(agg) = 'max' THEN max(weight)
-                     ELSE sum(weight) END)::BIGINT AS weight
+                     ELSE sum(weight) END)::HUGEINT AS weight
         FROM rows WHERE multi GROUP BY pool, client HAVING max(weight) > 0
         """
     )
@@ -211,6 +241,7 @@ def run_split(
         "CREATE OR REPLACE TEMP TABLE pool_totals AS "
         "SELECT pool, sum(weight) AS total FROM recipients GROUP BY pool"
     )
+    _check_ranges(con)
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE keyed AS
@@ -235,7 +266,7 @@ def run_split(
         idle_recipients AS (
             SELECT ip.pool, a.client,
                    CASE WHEN ip.method = 'even' THEN {MEASURE_SCALE} ELSE a.amount END
-                       ::BIGINT AS weight
+                       ::HUGEINT AS weight
             FROM t_idle_pools ip JOIN per_client a
               ON a.window_start = ip.window_start AND a.window_end = ip.window_end
         ),
@@ -246,6 +277,8 @@ def run_split(
         SELECT * FROM parts
         """
     )
+    _check_conserved(con, "keyed", "t_pools")
+    _check_conserved(con, "idle_parts", "t_idle_pools")
     scale = float(MEASURE_SCALE)
     con.execute(
         f"""
@@ -279,6 +312,53 @@ def run_split(
     )
 
 
+def _check_ranges(con: duckdb.DuckDBPyConnection) -> None:
+    """Refuse a split whose numbers leave the ranges that keep it exact (``tenantcost.limits``).
+
+    A pool's measure total is a sum of usage rows, so only the sum can pass
+    :data:`~tenantcost.limits.MAX_POOL_MEASURE`: that is an input error naming the window and
+    key. Pool amounts come from checked cost and external totals; one outside
+    ``[0, MAX_AMOUNT_TOTAL]`` is a broken invariant.
+    """
+    pools = con.execute(
+        f"""SELECT (SELECT count_if(amount < 0 OR amount > {MAX_AMOUNT_TOTAL}) FROM t_pools)
+                 + (SELECT count_if(amount < 0 OR amount > {MAX_AMOUNT_TOTAL})
+                    FROM t_idle_pools)"""
+    ).fetchall()
+    if pools and pools[0][0]:
+        raise InternalError(
+            f"a pool amount is outside [0, {MAX_AMOUNT_TOTAL}] micro-units; the cost readers "
+            "should have refused its input"
+        )
+    over = con.execute(
+        f"""SELECT p.window_start, p.window_end, p.key, p.source, t.total::VARCHAR
+            FROM pool_totals t JOIN t_pools p ON p.pool = t.pool
+            WHERE t.total > {MAX_POOL_MEASURE}::HUGEINT
+            ORDER BY p.window_start, p.source LIMIT 1"""
+    ).fetchall()
+    if over:
+        start, end, key, source, total = over[0]
+        raise InputError(
+            f"the usage of '{source}' in window {pd.Timestamp(start).isoformat()} .. "
+            f"{pd.Timestamp(end).isoformat()} adds up to {int(total) / MEASURE_SCALE:.6g}, "
+            f"beyond the {MAX_POOL_MEASURE // MEASURE_SCALE:.0e} one split holds exactly".replace(
+                "e+", "e"
+            ),
+            where="usage",
+            column=str(key),
+        )
+
+
+def _check_conserved(con: duckdb.DuckDBPyConnection, parts: str, pools: str) -> None:
+    """Every split pool's parts add up to its amount (a cheap aggregate over the parts)."""
+    broken = con.execute(
+        f"""SELECT count(*) FROM (SELECT pool, sum(amount) AS amount FROM {parts} GROUP BY pool) k
+            JOIN {pools} p ON p.pool = k.pool WHERE k.amount <> p.amount"""
+    ).fetchall()
+    if broken and broken[0][0]:
+        raise InternalError(f"{broken[0][0]} split pool(s) in {parts} do not add up to the pool")
+
+
 def fetch_lines(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """The window-level lines of the last split."""
     return con.execute(f"SELECT {', '.join(LINE_COLUMNS)} FROM lines").df()
@@ -286,6 +366,49 @@ def fetch_lines(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
 
 def fetch_unattributed(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     return con.execute(f"SELECT {', '.join(UNATTRIBUTED_COLUMNS)} FROM unattributed").df()
+
+
+POOL_CLIENT_COLUMNS = ["rule_id", "kind", "source", "key", "min_clients"]
+"""Columns of :func:`fetch_pool_clients` (and of ``AllocationResult.pool_clients``)."""
+
+POOL_CLIENTS_SQL = """
+    WITH keyed_counts AS (
+        -- Recipients are unique per pool and client; the empty client id is no client.
+        SELECT r.pool, count(*) AS n FROM recipients r
+        WHERE r.client <> (SELECT coalesce(min(cid), -1) FROM t_clients WHERE client = '')
+        GROUP BY r.pool
+    ),
+    keyed AS (
+        SELECT p.rule_id, p.kind, p.source, p.key, min(c.n) AS min_clients
+        FROM keyed_counts c JOIN t_pools p ON p.pool = c.pool
+        GROUP BY p.rule_id, p.kind, p.source, p.key
+    ),
+    idle_counts AS (
+        SELECT pool, count(*) AS n FROM idle_parts GROUP BY pool
+    ),
+    idle AS (
+        SELECT p.rule_id, 'idle' AS kind, 'idle' AS source, p.method AS key,
+               min(c.n) AS min_clients
+        FROM idle_counts c JOIN t_idle_pools p ON p.pool = c.pool
+        GROUP BY p.rule_id, p.method
+    )
+    SELECT rule_id, kind, source, key, min_clients::BIGINT AS min_clients FROM keyed
+    UNION ALL
+    SELECT rule_id, kind, source, key, min_clients::BIGINT FROM idle
+"""
+
+
+def fetch_pool_clients(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """Per pool source of the last split, the fewest clients among which one window split it.
+
+    A client's sheet may show a pool's totals only where every window split it among enough
+    clients (``tenantcost.report.sheet``): with two, the total minus the reader's own figure
+    is the other client's. Only windows in which the pool reached at least one client count
+    (a window with no client usage adds nothing to any client's figure), so a source missing
+    here reached no client in this split. Counted where the recipients are known, from the
+    split's own tables: no extra scan of the usage.
+    """
+    return con.execute(POOL_CLIENTS_SQL).df()
 
 
 PERIOD_LINE_SQL = f"""
@@ -324,5 +447,12 @@ PERIOD_LINE_SQL = f"""
 
 
 def fetch_period_lines(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-    """The last split's lines summed over its windows, one row per client and source."""
-    return con.execute(PERIOD_LINE_SQL).df()
+    """The last split's lines summed over its windows, one row per client and source.
+
+    Measures are summed in ``HUGEINT`` and amounts cast back to ``BIGINT``; both are sums of
+    parts of checked totals (``tenantcost.limits``), so a range error here is internal.
+    """
+    try:
+        return con.execute(PERIOD_LINE_SQL).df()
+    except (duckdb.OutOfRangeException, duckdb.ConversionException) as exc:
+        raise InternalError(f"period sums out of range: {_first_line(exc)}") from exc

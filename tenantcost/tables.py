@@ -29,11 +29,26 @@ label:<k>          str (optional, any count)    Kubernetes label ``k`` of the ro
 window_start, window_end (as above), ``service`` (string), ``client`` (string, ``""`` when
 the usage had no client id) and any number of float64 metric columns (``requests``,
 ``cpu_seconds``, ...), each finite and >= 0, plus ``origin``.
+
+The **result tables** an allocation produces (``tenantcost.result.AllocationResult``) are
+described here too, so every table shape of the project is in one module:
+
+* **lines** (``LINE_COLUMNS``, ``LINE_DTYPES``): one row per client, source and window (or,
+  at period detail, per client and source with an int64 ``windows`` count); ``kind`` is a
+  ``tenantcost.kinds.LineKind``; ``measure``/``total_measure``/``share`` are NaN for direct
+  lines (no key); ``amount`` is int64 micro-units;
+* **unattributed** (``UNATTRIBUTED_COLUMNS``, ``UNATTRIBUTED_DTYPES``): cost no client
+  carries, per window, source and ``cause`` (a ``tenantcost.kinds.Cause``);
+* **items** (``ITEM_COLUMNS``): residual, exclusions and unclassified cost
+  per window, rule, ``class`` (a ``tenantcost.kinds.CostClass``), name and reason.
 """
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pandas is imported where used: the rule models start without it
+    import pandas as pd
 
 WINDOW_COLUMNS = ["window_start", "window_end"]
 COST_PROPERTY_COLUMNS = [
@@ -69,6 +84,8 @@ def metric_columns(usage: pd.DataFrame) -> list[str]:
 
 def empty_costs() -> pd.DataFrame:
     """An empty cost table with the canonical columns and dtypes."""
+    import pandas as pd
+
     frame = pd.DataFrame(
         {
             "window_start": pd.Series([], dtype="datetime64[ns, UTC]"),
@@ -83,6 +100,8 @@ def empty_costs() -> pd.DataFrame:
 
 def empty_usage(metrics: list[str] | None = None) -> pd.DataFrame:
     """An empty usage table with the canonical key columns and the given metrics."""
+    import pandas as pd
+
     return pd.DataFrame(
         {
             "window_start": pd.Series([], dtype="datetime64[ns, UTC]"),
@@ -93,3 +112,62 @@ def empty_usage(metrics: list[str] | None = None) -> pd.DataFrame:
             "origin": pd.Series([], dtype="str"),
         }
     )
+
+
+LINE_COLUMNS = [
+    "window_start",
+    "window_end",
+    "rule_id",
+    "client",
+    "source",
+    "kind",
+    "key",
+    "measure",
+    "total_measure",
+    "share",
+    "amount",
+]
+LINE_DTYPES = {
+    "window_start": "datetime64[ns, UTC]",
+    "window_end": "datetime64[ns, UTC]",
+    "rule_id": "str",
+    "client": "str",
+    "source": "str",
+    "kind": "str",
+    "key": "str",
+    "measure": "float64",
+    "total_measure": "float64",
+    "share": "float64",
+    "amount": "int64",
+}
+PERIOD_LINE_COLUMNS = [*LINE_COLUMNS, "windows"]
+PERIOD_LINE_DTYPES = {**LINE_DTYPES, "windows": "int64"}
+
+UNATTRIBUTED_COLUMNS = [
+    "window_start",
+    "window_end",
+    "rule_id",
+    "source",
+    "kind",
+    "cause",
+    "amount",
+]
+UNATTRIBUTED_DTYPES = {
+    "window_start": "datetime64[ns, UTC]",
+    "window_end": "datetime64[ns, UTC]",
+    "rule_id": "str",
+    "source": "str",
+    "kind": "str",
+    "cause": "str",
+    "amount": "int64",
+}
+
+ITEM_COLUMNS = ["window_start", "window_end", "rule_id", "class", "name", "reason", "amount"]
+
+
+def empty_table(columns: list[str], dtypes: dict[str, str]) -> pd.DataFrame:
+    """An empty result table with the given columns and dtypes (concat and dtype checks keep
+    working on runs that produced no row of that table)."""
+    import pandas as pd
+
+    return pd.DataFrame({c: pd.Series([], dtype=dtypes[c]) for c in columns})

@@ -16,7 +16,7 @@ came from (file and row) is looked up only when an error has to name it.
 
 from __future__ import annotations
 
-import difflib
+import copy
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,9 +26,13 @@ import duckdb
 import pandas as pd
 
 from tenantcost.errors import InputError
+from tenantcost.limits import MAX_USAGE_VALUE
 from tenantcost.readers.costs import expand_paths
+from tenantcost.readers.usage import usage_limit_problem
 from tenantcost.split import quote
+from tenantcost.suggest import did_you_mean
 from tenantcost.tables import USAGE_KEY_COLUMNS, metric_columns
+from tenantcost.windows import Period, select_period
 
 
 def timestamp_literal(ts: pd.Timestamp) -> str:
@@ -68,6 +72,17 @@ class UsageSource(ABC):
     def for_chunk(self, start: pd.Timestamp, end: pd.Timestamp) -> UsageSource:
         """The source a chunk task needs (a worker gets this, not the whole source)."""
         return self
+
+    @abstractmethod
+    def relation(self, con: duckdb.DuckDBPyConnection) -> str:
+        """A SQL query of every usage row's canonical columns (``window_start, window_end,
+        service, client``, the metrics), for aggregates over the whole source (the report's
+        confidence figures, client ids) without holding the rows in pandas."""
+
+    @abstractmethod
+    def within(self, period: Period) -> UsageSource:
+        """Only the rows whose window lies inside ``period`` (a re-run of another period sees
+        and checks only that period's usage)."""
 
     def windows(self, con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
         """The distinct windows of the current chunk (``window_start, window_end``)."""
@@ -139,6 +154,15 @@ class FrameUsage(UsageSource):
         row = _first(con.execute(f"SELECT origin FROM chunk_usage WHERE {condition} LIMIT 1"))
         return str(row[0]) if row else self.origin
 
+    def relation(self, con: duckdb.DuckDBPyConnection) -> str:
+        name = f"usage_frame_{id(self)}"  # registered for the connection's lifetime
+        con.register(name, self.frame)
+        columns = ", ".join(quote(c) for c in [*USAGE_KEY_COLUMNS, *self.metrics])
+        return f"SELECT {columns} FROM {name}"
+
+    def within(self, period: Period) -> UsageSource:
+        return FrameUsage(select_period(self.frame, period, "usage"), origin=self.origin)
+
 
 _NUMERIC_PREFIXES = (
     "TINYINT",
@@ -206,8 +230,7 @@ class ParquetUsage(UsageSource):
         present = [c for c in types if c not in ("filename", "file_row_number", *self.partitions)]
         for column in USAGE_KEY_COLUMNS:
             if column not in present:
-                close = difflib.get_close_matches(column, present, n=1)
-                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                hint = did_you_mean(column, present)
                 raise InputError(
                     f"required column is missing{hint}; the files have: {', '.join(present)}",
                     file=self.files[0],
@@ -282,6 +305,20 @@ class ParquetUsage(UsageSource):
                    {metrics}{extra}
             FROM {self.scan} WHERE {where}"""
 
+    def relation(self, con: duckdb.DuckDBPyConnection) -> str:
+        register_filesystems(con, self.protocols)
+        return self._select("true", origin=False)
+
+    def within(self, period: Period) -> UsageSource:
+        """The same files, scanned through a filter on whole windows inside ``period``."""
+        narrowed = copy.copy(self)
+        narrowed.scan = (
+            f"(SELECT * FROM {self.scan} WHERE CAST(window_start AS TIMESTAMPTZ) >= "
+            f"{timestamp_literal(period.start)} AND CAST(window_end AS TIMESTAMPTZ) <= "
+            f"{timestamp_literal(period.end)})"
+        )
+        return narrowed
+
     def first_row(self, con: duckdb.DuckDBPyConnection, condition: str) -> str:
         """Re-read the chunk with file names and row numbers (errors only) and name the row."""
         row = _first(
@@ -314,6 +351,7 @@ class ParquetUsage(UsageSource):
                 )
             )
             checks.append((f"{q} < 0 OR isinf({q})", m, "usage value must be finite and >= 0"))
+            checks.append((f"{q} > {MAX_USAGE_VALUE!r}", m, usage_limit_problem("")))
         counts = _first(
             con.execute(
                 "SELECT " + ", ".join(f"count_if({c})" for c, _, _ in checks) + " FROM chunk_usage"

@@ -1,20 +1,37 @@
-"""Time windows: the reporting period, and the alignment of cost and usage windows.
+"""Time windows: the reporting period, and how usage windows meet cost windows.
 
-Windows are UTC and half-open, ``[start, end)``. A cost window and a usage window describe the
-same hour (or day) only when their boundaries are identical; anything else (a usage window that
-straddles two cost windows, two cost windows that overlap) would make a split ambiguous, so it
-is an error that names both windows.
+Windows are UTC and half-open, ``[start, end)``. Costs come per hour or per day (OpenCost's
+CSV export and its ``/allocation`` default are daily), usage usually per hour. A usage window
+may therefore
+
+* equal a cost window: the split uses it as it is;
+* lie inside one (*nested*: hourly usage, daily costs): the chunk pipeline rolls the usage up
+  to the cost window before the split (:func:`align_chunk_usage`);
+* overlap no cost window at all: that usage has nothing to pay for (a warning).
+
+Anything else (a usage window coarser than a cost window, or one that crosses a cost window's
+boundary, or two overlapping cost windows) would make a split ambiguous, so it is an error that
+names both windows and says what would fix it. Time chunks never cut a cost window
+(:func:`chunk_bounds`), so a cost window and all its usage are always split together.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from tenantcost.errors import InputError, warn
+from tenantcost.timefmt import window_text
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from tenantcost.usage_source import UsageSource
 
 
 @dataclass(frozen=True)
@@ -57,8 +74,7 @@ def parse_utc(text: str, option: str) -> pd.Timestamp:
     return ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
 
 
-def _fmt(start: pd.Timestamp, end: pd.Timestamp) -> str:
-    return f"[{start.isoformat()}, {end.isoformat()})"
+_fmt = window_text
 
 
 def select_period(frame: pd.DataFrame, period: Period | None, what: str) -> pd.DataFrame:
@@ -108,48 +124,137 @@ def check_cost_windows(costs: pd.DataFrame) -> pd.DataFrame:
     return windows
 
 
-def check_usage_windows(usage_windows: pd.DataFrame, cost_windows: pd.DataFrame) -> pd.DataFrame:
-    """Every usage window must equal a cost window, or lie outside all of them.
+# --------------------------------------------------------------------------- nested windows
 
-    ``usage_windows`` holds distinct ``window_start, window_end, origin``. Returns the usage
-    windows that have no cost rows at all: that usage has nothing to pay for, and the caller
-    reports it as a warning (usage is never silently ignored).
+
+@dataclass(frozen=True)
+class WindowMatch:
+    """How a chunk's distinct usage windows meet the cost windows.
+
+    * ``nested``: usage windows strictly inside a cost window, with that window
+      (``window_start, window_end, cost_start, cost_end``); their usage is rolled up;
+    * ``orphans``: usage windows that overlap no cost window (``window_start, window_end,
+      origin``; only the first row's origin is looked up, the warning names one).
+    """
+
+    nested: pd.DataFrame
+    orphans: pd.DataFrame
+
+
+def _ns(values: pd.Series) -> np.ndarray:
+    """Timestamps as int64 nanoseconds since the epoch (UTC), for vectorised comparisons."""
+    return pd.DatetimeIndex(values).tz_convert("UTC").as_unit("ns").asi8
+
+
+def span_text(length: pd.Timedelta) -> str:
+    """``hourly``, ``daily``, ``weekly`` or ``15-minute`` etc.: a window length in advice."""
+    names = {
+        pd.Timedelta(hours=1): "hourly",
+        pd.Timedelta(days=1): "daily",
+        pd.Timedelta(weeks=1): "weekly",
+    }
+    if length in names:
+        return names[length]
+    for unit, word in (
+        (pd.Timedelta(days=1), "day"),
+        (pd.Timedelta(hours=1), "hour"),
+        (pd.Timedelta(minutes=1), "minute"),
+    ):
+        if length >= unit and length % unit == pd.Timedelta(0):
+            return f"{length // unit}-{word}"
+    return f"{length.total_seconds():g}-second"
+
+
+def match_usage_windows(
+    usage_windows: pd.DataFrame,
+    cost_windows: pd.DataFrame,
+    origins: Callable[[pd.DataFrame], pd.DataFrame],
+) -> WindowMatch:
+    """Classify every distinct usage window against the (sorted, disjoint) cost windows.
+
+    ``usage_windows`` holds distinct ``window_start, window_end``; ``cost_windows`` also has
+    ``origin``. ``origins`` adds an ``origin`` column to a few usage windows (it may re-read
+    the input, so it is only called for the windows a message names). A usage window that is
+    coarser than a cost window or crosses a cost window's boundary is an :class:`InputError`.
     """
     if usage_windows.empty:
-        return usage_windows
+        return WindowMatch(
+            _nested_frame(usage_windows, np.array([], dtype="int64"), cost_windows),
+            _with_first_origin(usage_windows, origins),
+        )
     uw = usage_windows.sort_values(["window_start", "window_end"], kind="mergesort")
-    exact = uw.merge(
-        cost_windows[["window_start", "window_end"]].assign(_hit=True),
-        on=["window_start", "window_end"],
-        how="left",
-    )
-    unmatched = exact[exact["_hit"].isna()].drop(columns="_hit").reset_index(drop=True)
-    if unmatched.empty or cost_windows.empty:
-        return unmatched
-    # Compare each unmatched usage window with its neighbouring cost windows: the one that
-    # starts at or before it and the next one. Overlap with either is misalignment.
-    cw = cost_windows.sort_values("window_start").reset_index(drop=True)
-    cw_start = cw["window_start"].to_numpy()
-    cw_end = cw["window_end"].to_numpy()
-    u_start = unmatched["window_start"].to_numpy()
-    u_end = unmatched["window_end"].to_numpy()
-    prev = cw["window_start"].searchsorted(unmatched["window_start"], side="right") - 1
-    nxt = prev + 1
-    prev_c = prev.clip(0, len(cw) - 1)
-    next_c = nxt.clip(0, len(cw) - 1)
-    hit_prev = (prev >= 0) & (u_start < cw_end[prev_c])
-    hit_next = (nxt < len(cw)) & (cw_start[next_c] < u_end) & ~hit_prev
-    bad = hit_prev | hit_next
+    uw = uw.reset_index(drop=True)[["window_start", "window_end"]]
+    cw = cost_windows.sort_values("window_start", kind="mergesort").reset_index(drop=True)
+    if cw.empty:  # nothing to pay for: every usage window is an orphan
+        return WindowMatch(
+            _nested_frame(uw.iloc[0:0], np.array([], dtype="int64"), cw),
+            _with_first_origin(uw, origins),
+        )
+    us, ue = _ns(uw["window_start"]), _ns(uw["window_end"])
+    cs, ce = _ns(cw["window_start"]), _ns(cw["window_end"])
+    n = len(cw)
+    prev = np.searchsorted(cs, us, side="right") - 1  # the cost window starting at or before
+    prev_c = prev.clip(0, n - 1)
+    in_prev = (prev >= 0) & (us < ce[prev_c])
+    inside = in_prev & (ue <= ce[prev_c])
+    equal = inside & (us == cs[prev_c]) & (ue == ce[prev_c])
+    nxt_c = (prev + 1).clip(0, n - 1)
+    reaches_next = (prev + 1 < n) & (cs[nxt_c] < ue)
+    bad = (in_prev & ~inside) | (~in_prev & reaches_next)
     if bad.any():
         i = int(bad.argmax())
-        c = cw.iloc[int(prev_c[i] if hit_prev[i] else next_c[i])]
-        u = unmatched.iloc[i]
+        c = int(prev_c[i] if in_prev[i] else nxt_c[i])
+        _raise_misaligned(origins(uw.iloc[[i]]).iloc[0], cw.iloc[c])
+    nested = _nested_frame(uw[inside & ~equal], prev_c[inside & ~equal], cw)
+    return WindowMatch(nested, _with_first_origin(uw[~in_prev & ~reaches_next], origins))
+
+
+def _with_first_origin(
+    orphans: pd.DataFrame, origins: Callable[[pd.DataFrame], pd.DataFrame]
+) -> pd.DataFrame:
+    """Orphan windows with an ``origin`` column: looked up for the first only (the warning
+    names one; a lookup may re-read the input)."""
+    orphans = orphans.reset_index(drop=True)
+    if orphans.empty:
+        return orphans.assign(origin=pd.Series([], dtype="str"))
+    first = str(origins(orphans.iloc[[0]])["origin"].iloc[0])
+    return orphans.assign(origin=[first] + [""] * (len(orphans) - 1))
+
+
+def _nested_frame(windows: pd.DataFrame, cost_index: np.ndarray, cw: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "window_start": windows["window_start"].to_numpy(),
+            "window_end": windows["window_end"].to_numpy(),
+            "cost_start": cw["window_start"].to_numpy()[cost_index],
+            "cost_end": cw["window_end"].to_numpy()[cost_index],
+        }
+    ).astype(
+        {c: "datetime64[ns, UTC]" for c in ("window_start", "window_end", "cost_start", "cost_end")}
+    )
+
+
+def _raise_misaligned(u: pd.Series, c: pd.Series) -> None:
+    """The error for a usage window that neither equals nor nests in cost window ``c``."""
+    usage_len = u.window_end - u.window_start
+    cost_len = c.window_end - c.window_start
+    shown = (
+        f"usage window {_fmt(u.window_start, u.window_end)} (from {u.origin}) "
+        f"{{}} cost window {_fmt(c.window_start, c.window_end)} (from {c.origin})"
+    )
+    if u.window_start <= c.window_start and u.window_end >= c.window_end:
         raise InputError(
-            f"usage window {_fmt(u.window_start, u.window_end)} (from {u.origin}) is "
-            f"not aligned with cost window {_fmt(c.window_start, c.window_end)} "
-            f"(from {c.origin}); windows must have identical boundaries"
+            shown.format("is coarser than")
+            + f"; usage cannot be divided over shorter cost windows: give {span_text(cost_len)} "
+            f"(or finer) usage, or costs with {span_text(usage_len)} windows"
         )
-    return unmatched
+    finer = span_text(min(cost_len, pd.Timedelta(hours=1)))
+    raise InputError(
+        shown.format("is not aligned with")
+        + "; a usage window must equal a cost window or lie inside one, never cross its "
+        f"boundary: give usage in windows that nest in the cost windows (for example {finer} "
+        "usage starting on the full hour)"
+    )
 
 
 def warn_usage_without_cost(count: int, first: pd.Series | None) -> None:
@@ -162,10 +267,184 @@ def warn_usage_without_cost(count: int, first: pd.Series | None) -> None:
         )
 
 
-def chunk_bounds(period: Period, chunk: pd.Timedelta) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
+def roll_up_usage(
+    con: duckdb.DuckDBPyConnection,
+    nested: pd.DataFrame,
+    metrics: list[str],
+    first_row: Callable[[str], str] | None = None,
+) -> None:
+    """Replace the chunk's usage (``chunk_usage``) by one row per cost window, service and
+    client: the rows of nested usage windows are summed into their cost window.
+
+    Every metric is summed in exact integer micro-units (HUGEINT: the per-row value is
+    ``round_even(value * 10^6)``, exactly as the split weighs a row) and kept as
+    ``DECIMAL(38, 6)``, so the split sees the exact sum and no float rounding changes it. A
+    client with usage in any hour of the window is active in it (``even``, contract weights);
+    usage without a client id stays under the empty client. Usage windows of one service
+    that overlap each other would be counted twice, so they are an error.
+    """
+    if nested.empty:
+        return
+    from tenantcost.split import MEASURE_SCALE  # the split's unit: one definition of a row
+
+    _check_usage_overlap(con, first_row)
+    con.register("t_nested_frame", nested)
+    con.execute("CREATE OR REPLACE TEMP TABLE t_nested AS SELECT * FROM t_nested_frame")
+    con.unregister("t_nested_frame")
+    columns = [str(r[0]) for r in con.execute("DESCRIBE chunk_usage").fetchall()]
+    sums = ", ".join(
+        f"(sum(round_even(u.{_q(m)} * {MEASURE_SCALE}, 0)::HUGEINT)::DECIMAL(38, 0)"
+        f" * 0.000001::DECIMAL(38, 6)) AS {_q(m)}"
+        for m in metrics
+    )
+    keys = ("window_start", "window_end", "service", "client", *metrics)
+    extra = "".join(f", min(u.{_q(c)}) AS {_q(c)}" for c in columns if c not in keys)
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE chunk_usage_rolled AS
+        SELECT coalesce(n.cost_start, u.window_start) AS window_start,
+               coalesce(n.cost_end, u.window_end) AS window_end,
+               u.service, u.client{", " + sums if sums else ""}{extra}
+        FROM chunk_usage u LEFT JOIN t_nested n
+          ON n.window_start = u.window_start AND n.window_end = u.window_end
+        GROUP BY 1, 2, 3, 4
+        """
+    )
+    con.execute("DROP TABLE chunk_usage")
+    con.execute("ALTER TABLE chunk_usage_rolled RENAME TO chunk_usage")
+
+
+def _check_usage_overlap(
+    con: duckdb.DuckDBPyConnection, first_row: Callable[[str], str] | None
+) -> None:
+    """Two usage windows of one service that overlap (a daily row and hourly rows of the same
+    day, say) would count the same hours twice: an error naming both."""
+    found = con.execute(
+        """
+        SELECT service, prev_start, prev_end, window_start, window_end FROM (
+            SELECT service, window_start, window_end,
+                   lag(window_start) OVER w AS prev_start, lag(window_end) OVER w AS prev_end
+            FROM (SELECT DISTINCT service, window_start, window_end FROM chunk_usage)
+            WINDOW w AS (PARTITION BY service ORDER BY window_start, window_end)
+        ) WHERE window_start < prev_end
+        ORDER BY window_start, service LIMIT 1
+        """
+    ).fetchall()
+    if not found:
+        return
+    service, a_start, a_end, b_start, b_end = found[0]
+    a = _fmt(pd.Timestamp(a_start), pd.Timestamp(a_end))
+    b = _fmt(pd.Timestamp(b_start), pd.Timestamp(b_end))
+    where = ""
+    if first_row is not None:
+        from tenantcost.usage_source import timestamp_literal
+
+        where = first_row(
+            f"service = '{str(service).replace(chr(39), chr(39) * 2)}' "
+            f"AND window_start = {timestamp_literal(pd.Timestamp(b_start))} "
+            f"AND window_end = {timestamp_literal(pd.Timestamp(b_end))}"
+        )
+    raise InputError(
+        f"usage windows of service '{service}' overlap: {a} and {b}"
+        + (f" (from {where})" if where else "")
+        + "; the same hours would be counted twice: give each service's usage in one window "
+        "length"
+    )
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def align_chunk_usage(
+    con: duckdb.DuckDBPyConnection, source: UsageSource, cost_windows: pd.DataFrame
+) -> pd.DataFrame:
+    """Meet the chunk's usage (``chunk_usage``) with the cost windows before the split.
+
+    Usage windows equal to a cost window stay; nested ones are rolled up to their cost window
+    (:func:`roll_up_usage`); coarser or boundary-crossing ones are an error. Returns the usage
+    windows without any cost window (``window_start, window_end, origin``; the caller warns).
+    """
+    match = match_usage_windows(
+        source.windows(con), cost_windows, lambda w: source.with_origins(con, w)
+    )
+    roll_up_usage(con, match.nested, source.metrics, lambda c: source.first_row(con, c))
+    return match.orphans
+
+
+def uncovered_hours(
+    con: duckdb.DuckDBPyConnection,
+    relation: str,
+    cost_windows: pd.DataFrame,
+    period: Period,
+    services: list[str],
+    metrics: list[str],
+) -> pd.Series:
+    """Hours per service inside cost windows it has usage in that none of its usage rows
+    cover (index: service; only services with such hours).
+
+    With daily costs and hourly usage, a day with 20 hours of usage still has 4 hours
+    without usage data: their cost is split by the other hours' usage. These hours add to
+    the windows without any usage (whose cost is unattributed), so "hours without usage
+    data" means the same with daily cost windows as with hourly ones. Usage windows equal to
+    their cost window cover it fully and add nothing. Only windows with some positive usage
+    of the service count: a window without any is already counted whole (its cost is
+    unattributed). ``relation`` is a SQL query of the usage rows (``window_start,
+    window_end, service``, the ``metrics``); DuckDB aggregates it, nothing is held in pandas.
+    """
+    inside = cost_windows[
+        (cost_windows["window_start"] >= period.start) & (cost_windows["window_end"] <= period.end)
+    ]
+    windows = inside[["window_start", "window_end"]].drop_duplicates()
+    if windows.empty or not services:
+        return pd.Series(dtype="float64", name="hours")
+    active = " OR ".join(f"u.{_q(m)} > 0" for m in metrics) or "true"
+    con.register("t_uncovered_costs", windows)
+    con.register("t_uncovered_services", pd.DataFrame({"service": services}))
+    try:
+        found = con.execute(
+            f"""
+            WITH usage_windows AS (
+                SELECT u.service, u.window_start, u.window_end, bool_or({active}) AS active
+                FROM ({relation}) u JOIN t_uncovered_services s ON s.service = u.service
+                GROUP BY ALL
+            ),
+            per_window AS (
+                SELECT uw.service, c.window_start, c.window_end,
+                       sum(epoch(uw.window_end) - epoch(uw.window_start)) AS covered
+                FROM usage_windows uw JOIN t_uncovered_costs c
+                  ON uw.window_start >= c.window_start AND uw.window_end <= c.window_end
+                GROUP BY ALL HAVING bool_or(uw.active)
+            )
+            SELECT service,
+                   sum(epoch(window_end) - epoch(window_start) - covered) / 3600.0 AS hours
+            FROM per_window GROUP BY service
+            HAVING sum(epoch(window_end) - epoch(window_start) - covered) > 0
+            ORDER BY service
+            """
+        ).fetchall()
+    finally:
+        con.unregister("t_uncovered_costs")
+        con.unregister("t_uncovered_services")
+    return pd.Series(
+        {str(s): float(h) for s, h in found}, dtype="float64", name="hours"
+    ).rename_axis("service")
+
+
+# --------------------------------------------------------------------------- time chunks
+
+
+def chunk_bounds(
+    period: Period, chunk: pd.Timedelta, cost_windows: pd.DataFrame | None = None
+) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
     """Consecutive ``[start, end)`` chunks covering the period, so memory stays bounded on
     long periods. Chunks that divide a day are cut on UTC multiples of ``chunk`` (midnight
-    for one day); others are counted from the period's start."""
+    for one day); others are counted from the period's start.
+
+    A chunk never cuts a cost window of ``cost_windows``: a cut inside one moves to the
+    window's end (a daily cost window with 6-hour chunks: the chunk grows to the day), since
+    the usage nested in a cost window is rolled up and split together with it.
+    """
     step = pd.Timedelta(chunk)
     if step <= pd.Timedelta(0):
         raise InputError(f"chunk size must be positive, got {chunk}")
@@ -179,20 +458,55 @@ def chunk_bounds(period: Period, chunk: pd.Timedelta) -> list[tuple[pd.Timestamp
             edges.append(edge)
         edge += step
     edges.append(period.end)
+    if cost_windows is not None and not cost_windows.empty and len(edges) > 2:
+        edges = _grow_to_windows(edges, cost_windows)
     return list(pairwise(edges))
+
+
+def _grow_to_windows(edges: list[pd.Timestamp], cost_windows: pd.DataFrame) -> list[pd.Timestamp]:
+    """Move every inner edge that falls strictly inside a cost window to the window's end."""
+    cw = cost_windows.sort_values("window_start", kind="mergesort")
+    cs, ce = _ns(cw["window_start"]), _ns(cw["window_end"])
+    inner = pd.Series(edges[1:-1], dtype="datetime64[ns, UTC]")
+    at = _ns(inner)
+    i = np.searchsorted(cs, at, side="right") - 1
+    ic = i.clip(0, len(cs) - 1)
+    cut = (i >= 0) & (cs[ic] < at) & (at < ce[ic])
+    moved = np.where(cut, ce[ic], at)
+    end = _ns(pd.Series([edges[-1]], dtype="datetime64[ns, UTC]"))[0]
+    kept = np.unique(moved[moved < end])
+    inner_edges = list(pd.to_datetime(kept, utc=True))
+    return [edges[0], *inner_edges, edges[-1]]
 
 
 CHUNK_ROW_BUDGET = 2_500_000
 """Usage rows read and split at once by default (about 1.5 GB of working memory)."""
 
 
-def auto_chunk(rows: int, period: Period, budget: int = CHUNK_ROW_BUDGET) -> pd.Timedelta:
+def auto_chunk(
+    rows: int,
+    period: Period,
+    budget: int = CHUNK_ROW_BUDGET,
+    window: pd.Timedelta | None = None,
+) -> pd.Timedelta:
     """A chunk length that holds about ``budget`` usage rows: whole hours, whole days above
-    one day, the whole period when everything fits."""
+    one day, the whole period when everything fits. With ``window`` (the longest cost
+    window) the chunk is a whole number of such windows, at least one, since
+    :func:`chunk_bounds` never cuts a cost window anyway."""
     hours = max(period.hours, 1.0)
     if rows <= budget:
         return pd.Timedelta(hours=int(np.ceil(hours)))
     chunk_hours = max(1, int(budget / (rows / hours)))
     if chunk_hours >= 24:
         chunk_hours -= chunk_hours % 24
-    return pd.Timedelta(hours=chunk_hours)
+    chunk = pd.Timedelta(hours=chunk_hours)
+    if window is not None and window > pd.Timedelta(0):
+        chunk = max(window, window * (chunk // window))
+    return chunk
+
+
+def longest_window(cost_windows: pd.DataFrame) -> pd.Timedelta | None:
+    """The longest cost window (for :func:`auto_chunk`), or None without windows."""
+    if cost_windows.empty:
+        return None
+    return pd.Timedelta((cost_windows["window_end"] - cost_windows["window_start"]).max())

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tenantcost.allocate import CAUSE_NO_CLIENT, CAUSE_NO_USAGE, allocate
+from tenantcost.allocate import allocate
 from tenantcost.errors import InputError, InputWarning
+from tenantcost.kinds import Cause
 from tenantcost.reconcile import cascade, residual_summary
 from tenantcost.windows import Period
 
@@ -73,7 +74,7 @@ def test_shared_cost_without_usage_in_window_is_unattributed():
     r = allocate(c, u, rules(_rules()))
     assert amounts(r) == {"a": 500_000}
     assert r.unattributed["amount"].tolist() == [250_000]
-    assert r.unattributed["cause"].tolist() == [CAUSE_NO_USAGE]
+    assert r.unattributed["cause"].tolist() == [Cause.NO_USAGE]
     assert cascade(r).gap == 0
 
 
@@ -83,7 +84,7 @@ def test_usage_without_client_id_leaves_its_share_unattributed():
                {"service": "api", "client": "", "requests": 1}])
     r = allocate(c, u, rules(_rules()))
     assert amounts(r) == {"a": 750_000}
-    assert r.unattributed["cause"].tolist() == [CAUSE_NO_CLIENT]
+    assert r.unattributed["cause"].tolist() == [Cause.NO_CLIENT]
     assert r.unattributed["amount"].tolist() == [250_000]
 
 

@@ -176,3 +176,18 @@ def test_console_script_prints_no_traceback(example):
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert proc.stderr.startswith("error: ") and "costs.json" in proc.stderr
+
+
+def test_report_reads_parquet_usage_through_the_usage_source(example, tmp_path):
+    """``report`` validates Parquet usage like ``allocate``: same one-line error, same place."""
+    import pandas as pd
+
+    frame = pd.read_csv(example / "usage.csv")
+    for column in ("window_start", "window_end"):
+        frame[column] = pd.to_datetime(frame[column], utc=True)
+    frame.loc[0, "requests"] = -66348
+    parquet = example / "usage.parquet"
+    frame.to_parquet(parquet, index=False)
+    for command in (["allocate"], ["report", "--out", str(tmp_path / "pack")]):
+        result = run(*command, "--config", example / "rules.yaml", "--usage", parquet)
+        assert_user_error(result, "usage.parquet", "row 1", "column 'requests'", ">= 0")

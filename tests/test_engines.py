@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from tenantcost.allocate import allocate, allocate_stream
 from tenantcost.cli import app
 from tenantcost.config.rules import load_rules
-from tenantcost.engine_dask import DaskEngine
+from tenantcost.engine.dask import DaskEngine
 from tenantcost.readers.costs import read_costs
 from tenantcost.split import connect
 from tenantcost.usage_source import FrameUsage, ParquetUsage

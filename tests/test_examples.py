@@ -139,7 +139,7 @@ def test_table_output_is_readable():
 
 def test_a_cascade_with_a_missing_unit_does_not_close(monkeypatch):
     """The gap is computed, not assumed: take one micro-unit away and reconcile exits 1."""
-    import tenantcost.cli as cli
+    import tenantcost.cli.run as cli  # the run sequence's cascade
     from tenantcost.reconcile import cascade as real_cascade
 
     def lossy(result):

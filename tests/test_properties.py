@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tenantcost.allocate import allocate
+from tenantcost.limits import MAX_MICROS_PER_ROW, MAX_USAGE_VALUE
 from tenantcost.money import split_largest_remainder
 from tenantcost.reconcile import cascade
 
@@ -105,20 +106,29 @@ metric_values = st.one_of(st.just(0.0), st.floats(min_value=0, max_value=1e7, al
                           st.integers(0, 10**6).map(float))
 
 
+# Near the limits of tenantcost.limits: cost rows up to MAX_COST_PER_ROW, usage up to
+# MAX_USAGE_VALUE (the largest values drawn often, not only by chance).
+huge_money = st.one_of(
+    st.integers(MAX_MICROS_PER_ROW - 10**6, MAX_MICROS_PER_ROW), st.integers(0, MAX_MICROS_PER_ROW)
+).map(lambda m: m / 1e6)
+huge_metrics = st.one_of(st.just(0.0), st.floats(MAX_USAGE_VALUE * 0.999, MAX_USAGE_VALUE),
+                         st.integers(0, int(MAX_USAGE_VALUE)).map(float))
+
+
 @st.composite
-def scenarios(draw):
+def scenarios(draw, money=money_values, metrics=metric_values):
     hours = draw(st.integers(min_value=1, max_value=4))
     cost_rows = [
-        {**w, "h": h, "total_cost": draw(money_values)}
+        {**w, "h": h, "total_cost": draw(money)}
         for h in range(hours)
         for w in WORKLOADS
         if draw(st.booleans())
     ]
     if not cost_rows:
-        cost_rows = [{**WORKLOADS[0], "h": 0, "total_cost": draw(money_values)}]
+        cost_rows = [{**WORKLOADS[0], "h": 0, "total_cost": draw(money)}]
     usage_rows = [
-        {"h": h, "service": s, "client": c, "requests": draw(metric_values),
-         "cpu_seconds": draw(metric_values)}
+        {"h": h, "service": s, "client": c, "requests": draw(metrics),
+         "cpu_seconds": draw(metrics)}
         for h in range(hours)
         for s in ("api", "worker")
         for c in CLIENTS
@@ -134,21 +144,21 @@ def _run(c, u, key, idle):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios())
+@given(st.one_of(scenarios(), scenarios(huge_money, huge_metrics)))
 def test_cascade_closes_to_the_unit_for_any_input_and_key(scenario):
     c, u, key, idle = scenario
     result = _run(c, u, key, idle)
     casc = cascade(result)
-    expected_reference = int(np.rint(c["total_cost"].to_numpy() * 1e6).sum()) + int(
-        result.external_total
-    )
+    micros = np.rint(c["total_cost"].to_numpy() * 1e6).astype("int64")  # exact int sums
+    expected_reference = int(micros.sum()) + int(result.external_total)
     assert casc.reference_total == expected_reference
     assert casc.gap == 0
     assert (result.lines["amount"] >= 0).all()
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios(), st.integers(min_value=0, max_value=2**31 - 1))
+@given(st.one_of(scenarios(), scenarios(huge_money, huge_metrics)),
+       st.integers(min_value=0, max_value=2**31 - 1))
 def test_results_do_not_depend_on_input_row_order(scenario, seed):
     c, u, key, idle = scenario
     first = _run(c, u, key, idle)

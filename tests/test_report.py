@@ -244,10 +244,31 @@ def test_saas_unit_costs_are_quoted_where_they_make_sense(saas_pack):
     rows = {r[0].split(" ")[0]: r for r in table(page, "lines-table")[1:-1]}
     # api: 0.001470 USD for 1,710 requests = 0.000860 per 1,000 requests
     assert rows["api"][5] == "0.000860 per 1,000 requests"
-    assert rows["api"][2] == "1,710 of 68,400"
-    assert rows["api"][3] == "2.5 %"
+    # three clients per pool, fewer than the default privacy.min_pool_clients (5): the
+    # pool's total, the share and the source cost are withheld, own figures stay
+    assert rows["api"][2] == "1,710"
+    assert rows["api"][3] == rows["api"][4] == "withheld *"
+    assert "fewer than 5 clients" in page.select_one("#withheld-note").get_text()
     # import-worker: 0.073933 USD for 480 CPU seconds = 0.5545 per CPU-hour
     assert rows["import-worker"][5] == "0.5545 per CPU-hour"
+
+
+def test_saas_min_pool_clients_1_shows_every_pool_figure(tmp_path):
+    folder = tmp_path / "saas"
+    shutil.copytree(SAAS.parent, folder)
+    rules = folder / "rules.yaml"
+    rules.write_text(rules.read_text() + "privacy:\n  min_pool_clients: 1\n")
+    out = tmp_path / "pack"
+    report(out, "--config", str(rules), "--month", "2026-11", "--format", "html,md")
+    page = soup(out / "clients" / "client-b.html")
+    rows = {r[0].split(" ")[0]: r for r in table(page, "lines-table")[1:-1]}
+    assert rows["api"][2] == "1,710 of 68,400"
+    assert rows["api"][3] == "2.5 %"
+    assert page.find(id="withheld-note") is None
+    text = page.get_text(" ", strip=True)
+    assert "withheld" not in text and "meant for clients this period" in text
+    md = (out / "clients" / "client-a.md").read_text()
+    assert "| api (shared workload) | requests | 66,348 | 68,400 | 97.0 % |" in md
 
 
 def test_saas_no_sheet_names_another_client(saas_pack):
@@ -278,7 +299,7 @@ def test_saas_markdown_sheet(saas_pack):
     md = (saas_pack / "clients" / "client-a.md").read_text()
     assert md.startswith("# Cost sheet: client-a\n")
     assert "| **Total** | **0.1235 USD** |" in md
-    assert "| api (shared workload) | requests | 66,348 | 68,400 | 97.0 % |" in md
+    assert "| api (shared workload) | requests | 66,348 | - | withheld\\* | withheld\\* |" in md
     lines = [line for line in md.splitlines() if line.startswith("| ") and "|---" not in line]
     widths = {line.count("|") - line.count("\\|") for line in lines[:10]}
     assert len(widths) <= 2  # tables are well formed (the header table has 3 pipes)
@@ -354,7 +375,7 @@ def test_teams_sheets_show_distributed_idle(teams_pack):
         assert lines[f"{client} your workload"][-1] == direct[client]
         assert lines["idle distributed idle"][-1] == idle[client]
         assert lines["idle distributed idle"][1] == "proportional"
-        assert lines["idle distributed idle"][4] == "69.42"
+        assert lines["idle distributed idle"][4] == "withheld *"  # three teams: fewer than 5
         assert rows[-1][-1] == expected[client]
         text = page.get_text(" ", strip=True)
         assert "in proportion to each client's cost" in text

@@ -12,7 +12,8 @@ good (``tenantcost.report.confidence`` computes them); each is graded against a 
 
 A value up to ``high`` is graded high, up to ``medium`` medium, anything above low; the
 client's level is the worst of the three. The thresholds live in the rule file, dated with it,
-so a confidence level is as reproducible as the figure it qualifies.
+so a confidence level is as reproducible as the figure it qualifies; the bands a rule file
+leaves out come from ``defaults.yaml`` (:mod:`tenantcost.config.defaults`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Annotated
 from pydantic import Field, model_validator
 
 from tenantcost.config.base import Strict
+from tenantcost.config.defaults import factory
 
 Fraction = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
@@ -42,10 +44,18 @@ class Band(Strict):
 class ConfidenceThresholds(Strict):
     """Grading bands for the confidence level of per-client figures (see the module doc)."""
 
-    key_spread: Band = Band(high=0.10, medium=0.30)
-    no_client_share: Band = Band(high=0.01, medium=0.05)
-    missing_hours: Band = Band(high=0.01, medium=0.05)
-    spread_includes_even: bool = False
+    key_spread: Band = Field(
+        default_factory=factory("confidence", "key_spread"), validate_default=True
+    )
+    no_client_share: Band = Field(
+        default_factory=factory("confidence", "no_client_share"), validate_default=True
+    )
+    missing_hours: Band = Field(
+        default_factory=factory("confidence", "missing_hours"), validate_default=True
+    )
+    spread_includes_even: bool = Field(
+        default_factory=factory("confidence", "spread_includes_even"), validate_default=True
+    )
     """Whether the ``even`` split counts in the key spread. Off by default: ``even`` ignores
     usage, so it measures how unequal clients are, not how uncertain the measure is; the
     sheet still shows the client's amount under ``even``."""

@@ -11,13 +11,11 @@ offending value, for example ``rules[0].workloads[2].reason: required for class 
 
 from __future__ import annotations
 
-import difflib
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import pandas as pd
 import yaml
 from pydantic import (
     Field,
@@ -29,12 +27,17 @@ from pydantic import (
 from tenantcost.config.base import Strict
 from tenantcost.config.confidence import ConfidenceThresholds
 from tenantcost.config.cost_model import CostModel
+from tenantcost.config.privacy import Privacy
 from tenantcost.config.sources import OpenCostSource, PrometheusSource
 from tenantcost.errors import InputError, warn
+from tenantcost.limits import MAX_CONTRACT_WEIGHT, MAX_EXTERNAL_AMOUNT
+from tenantcost.suggest import did_you_mean
 from tenantcost.tables import LABEL_PREFIX
 
+if TYPE_CHECKING:  # pandas is imported where used: check-config starts without it
+    import pandas as pd
+
 WorkloadClass = Literal["shared", "direct", "idle", "overhead", "reserve", "excluded"]
-RESIDUAL_CLASSES: tuple[str, ...] = ("idle", "overhead", "reserve")
 MATCH_PROPERTIES: tuple[str, ...] = (
     "name",
     "cluster",
@@ -51,7 +54,7 @@ EVEN = "even"
 class WeightsKey(Strict):
     """A fixed key: each client's weight, for contractual splits (``{weights: {a: 2, b: 1}}``)."""
 
-    weights: dict[str, Annotated[float, Field(ge=0, allow_inf_nan=False)]]
+    weights: dict[str, Annotated[float, Field(ge=0, le=MAX_CONTRACT_WEIGHT, allow_inf_nan=False)]]
 
     @field_validator("weights")
     @classmethod
@@ -90,7 +93,7 @@ class WorkloadRule(Strict):
                 prop.startswith(LABEL_PREFIX) and len(prop) > len(LABEL_PREFIX)
             ):
                 raise ValueError(
-                    f"unknown match key '{prop}'{_suggest(prop, MATCH_PROPERTIES)}; keys are "
+                    f"unknown match key '{prop}'{did_you_mean(prop, MATCH_PROPERTIES)}; keys are "
                     f"{', '.join(MATCH_PROPERTIES)} and label:<k>"
                 )
             if isinstance(pattern, list) and not pattern:
@@ -107,7 +110,7 @@ class WorkloadRule(Strict):
         ):
             return value
         raise ValueError(
-            f"unknown property '{value}'{_suggest(value, MATCH_PROPERTIES)}; use one of "
+            f"unknown property '{value}'{did_you_mean(value, MATCH_PROPERTIES)}; use one of "
             f"{', '.join(MATCH_PROPERTIES)} or label:<k>"
         )
 
@@ -135,7 +138,7 @@ class ExternalCost(Strict):
     """A cost OpenCost does not see (a third-party service, a managed database)."""
 
     name: str
-    amount: Annotated[Decimal, Field(ge=0, allow_inf_nan=False)]
+    amount: Annotated[Decimal, Field(ge=0, le=MAX_EXTERNAL_AMOUNT, allow_inf_nan=False)]
     per: Literal["hour", "month"]
     key: Key
     services: list[str] | None = None
@@ -160,13 +163,23 @@ class RuleVersion(Strict):
         if isinstance(value, date):
             return datetime(value.year, value.month, value.day, tzinfo=UTC)
         if isinstance(value, str):
-            try:
-                ts = pd.Timestamp(value)
-            except ValueError as exc:
-                raise ValueError(f"not a date or time: '{value}'") from exc
-            ts = ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
-            return ts.to_pydatetime()
+            try:  # ISO 8601 without pandas (check-config starts fast); other forms below
+                parsed = datetime.fromisoformat(value)
+            except ValueError:
+                return cls._pandas_time(value)
+            return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
         return value
+
+    @staticmethod
+    def _pandas_time(value: str) -> datetime:
+        import pandas as pd
+
+        try:
+            ts = pd.Timestamp(value)
+        except ValueError as exc:
+            raise ValueError(f"not a date or time: '{value}'") from exc
+        ts = ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
+        return ts.to_pydatetime()
 
     @property
     def shared_services(self) -> list[str]:
@@ -225,6 +238,7 @@ class RuleSet(Strict):
     rules: list[RuleVersion]
     cost_model: CostModel | None = None
     confidence: ConfidenceThresholds = Field(default_factory=ConfidenceThresholds)
+    privacy: Privacy = Field(default_factory=Privacy)
 
     @field_validator("rules")
     @classmethod
@@ -247,6 +261,8 @@ class RuleSet(Strict):
 
     def version_index(self, starts: pd.Series) -> pd.Series:
         """Index of the rule version in force at each timestamp (-1 before the first one)."""
+        import pandas as pd
+
         edges = pd.DatetimeIndex([r.effective_from for r in self.rules]).as_unit("ns")
         positions = edges.searchsorted(pd.DatetimeIndex(starts).as_unit("ns"), side="right") - 1
         return pd.Series(positions, index=starts.index, dtype="int64")
@@ -264,11 +280,6 @@ class RuleSet(Strict):
                 version.model_copy(update={"workloads": workloads, "external": external})
             )
         return self.model_copy(update={"rules": versions})
-
-
-def _suggest(word: str, choices: tuple[str, ...] | list[str]) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 def _format_loc(loc: tuple[int | str, ...]) -> str:
@@ -394,7 +405,8 @@ def check_against_usage(
         for where, key in keyed:
             if isinstance(key, str) and key != EVEN and key not in metrics:
                 raise InputError(
-                    f"unknown usage column '{key}'{_suggest(key, metrics)}; columns are {columns}",
+                    f"unknown usage column '{key}'{did_you_mean(key, metrics)}; "
+                    f"columns are {columns}",
                     file=origin,
                     where=where,
                 )

@@ -2,35 +2,45 @@
 
 Kept apart from :mod:`tenantcost.config.rules` so that the readers can import their configuration
 without importing the whole rule machinery. The models follow the same conventions as the rule
-models: unknown keys are errors (``extra="forbid"``) and instances are immutable.
+models: unknown keys are errors (``extra="forbid"``) and instances are immutable. What a rule file
+leaves out (query templates, labels, the OpenCost aggregation, timeouts) comes from
+``defaults.yaml`` (:mod:`tenantcost.config.defaults`).
 """
 
 from __future__ import annotations
 
-import difflib
 import re
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
-import pandas as pd
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from tenantcost.config.base import Strict
+from tenantcost.config.defaults import default, factory
+from tenantcost.suggest import did_you_mean
 from tenantcost.tables import USAGE_RESERVED_COLUMNS
+
+if TYPE_CHECKING:  # pandas is imported where used: check-config starts without it
+    import pandas as pd
 
 PLACEHOLDERS: tuple[str, ...] = ("window", "client_label", "service_label")
 """Names a PromQL template may contain in braces, e.g. ``[{window}]``."""
 
-DEFAULT_QUERIES: dict[str, str] = {
-    "requests": (
-        "sum by ({client_label}, {service_label}) (increase(app_requests_total[{window}]))"
-    ),
-    "cpu_seconds": (
-        "sum by ({client_label}, {service_label}) (increase(app_cpu_seconds_total[{window}]))"
-    ),
+_LEGACY_CONSTANTS = {
+    "DEFAULT_QUERIES": ("prometheus", "queries"),
+    "DEFAULT_OPENCOST_AGGREGATE": ("opencost", "aggregate"),
 }
-"""One PromQL template per usage column; with the default labels and step they render as
-``sum by (client, service) (increase(app_requests_total[1h]))`` and the same for
-``app_cpu_seconds_total``."""
+
+
+def __getattr__(name: str) -> Any:
+    """``DEFAULT_QUERIES`` and ``DEFAULT_OPENCOST_AGGREGATE``, read from the defaults file.
+
+    Kept as module attributes for code that imported the former constants; the values come
+    from ``defaults.yaml`` (:mod:`tenantcost.config.defaults`) on first access.
+    """
+    if name in _LEGACY_CONSTANTS:
+        return default(*_LEGACY_CONSTANTS[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _LABEL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _STEP = re.compile(r"^([1-9][0-9]*)(s|m|h|d)$")
@@ -59,11 +69,19 @@ class PrometheusSource(Strict):
     url: str
     headers: dict[str, str] = Field(default_factory=dict, repr=False)
     basic_auth: BasicAuth | None = None
-    timeout_seconds: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 30.0
-    client_label: str = "client"
-    service_label: str = "service"
-    step: str = "1h"
-    queries: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_QUERIES))
+    timeout_seconds: Annotated[float, Field(gt=0, allow_inf_nan=False)] = Field(
+        default_factory=factory("prometheus", "timeout_seconds"), validate_default=True
+    )
+    client_label: str = Field(
+        default_factory=factory("prometheus", "client_label"), validate_default=True
+    )
+    service_label: str = Field(
+        default_factory=factory("prometheus", "service_label"), validate_default=True
+    )
+    step: str = Field(default_factory=factory("prometheus", "step"), validate_default=True)
+    queries: dict[str, str] = Field(
+        default_factory=factory("prometheus", "queries"), validate_default=True
+    )
 
     @field_validator("url")
     @classmethod
@@ -105,8 +123,7 @@ class PrometheusSource(Strict):
                 raise ValueError(f"{column}: the PromQL query is empty")
             for name in _PLACEHOLDER.findall(template):
                 if name not in PLACEHOLDERS:
-                    close = difflib.get_close_matches(name, PLACEHOLDERS, n=1)
-                    hint = f" (did you mean '{{{close[0]}}}'?)" if close else ""
+                    hint = did_you_mean(name, PLACEHOLDERS, render=lambda p: f"{{{p}}}")
                     raise ValueError(
                         f"{column}: unknown placeholder '{{{name}}}'{hint}; placeholders are "
                         + ", ".join(f"{{{p}}}" for p in PLACEHOLDERS)
@@ -127,6 +144,8 @@ class PrometheusSource(Strict):
         match = _STEP.match(self.step)
         assert match is not None  # validated
         unit = {"s": "s", "m": "min", "h": "h", "d": "D"}[match.group(2)]
+        import pandas as pd
+
         return pd.Timedelta(int(match.group(1)), unit=unit)
 
     def render(self, column: str) -> str:
@@ -141,9 +160,6 @@ class PrometheusSource(Strict):
         return query
 
 
-DEFAULT_OPENCOST_AGGREGATE = "cluster,namespace,controllerKind,controller"
-"""The OpenCost aggregation the rule file's ``match`` keys are written against."""
-
 _SPAN = re.compile(r"^([1-9][0-9]*)(m|h|d|w)$")
 _SPAN_UNITS = {"s": "s", "m": "min", "h": "h", "d": "D", "w": "W"}
 
@@ -151,6 +167,8 @@ _SPAN_UNITS = {"s": "s", "m": "min", "h": "h", "d": "D", "w": "W"}
 def _timedelta(pattern: re.Pattern[str], value: str) -> pd.Timedelta:
     match = pattern.match(value)
     assert match is not None  # validated
+    import pandas as pd
+
     return pd.Timedelta(int(match.group(1)), unit=_SPAN_UNITS[match.group(2)])
 
 
@@ -166,14 +184,26 @@ class OpenCostSource(Strict):
     """
 
     url: str | None = None
-    aggregate: str = DEFAULT_OPENCOST_AGGREGATE
-    step: str = "1h"
-    idle_by_node: bool = False
-    max_window: str = "7d"
-    timeout_seconds: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 30.0
-    total_timeout_seconds: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 300.0
-    retries: Annotated[int, Field(ge=0, le=100)] = 5
-    backoff_seconds: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.5
+    aggregate: str = Field(default_factory=factory("opencost", "aggregate"), validate_default=True)
+    step: str = Field(default_factory=factory("opencost", "step"), validate_default=True)
+    idle_by_node: bool = Field(
+        default_factory=factory("opencost", "idle_by_node"), validate_default=True
+    )
+    max_window: str = Field(
+        default_factory=factory("opencost", "max_window"), validate_default=True
+    )
+    timeout_seconds: Annotated[float, Field(gt=0, allow_inf_nan=False)] = Field(
+        default_factory=factory("opencost", "timeout_seconds"), validate_default=True
+    )
+    total_timeout_seconds: Annotated[float, Field(gt=0, allow_inf_nan=False)] = Field(
+        default_factory=factory("opencost", "total_timeout_seconds"), validate_default=True
+    )
+    retries: Annotated[int, Field(ge=0, le=100)] = Field(
+        default_factory=factory("opencost", "retries"), validate_default=True
+    )
+    backoff_seconds: Annotated[float, Field(ge=0, allow_inf_nan=False)] = Field(
+        default_factory=factory("opencost", "backoff_seconds"), validate_default=True
+    )
     headers: dict[str, str] = Field(default_factory=dict, repr=False)
 
     @field_validator("url")
@@ -199,7 +229,7 @@ class OpenCostSource(Strict):
         if not all(parts):
             raise ValueError(
                 f"must be a comma-separated list of OpenCost aggregation fields such as "
-                f"{DEFAULT_OPENCOST_AGGREGATE}; got {value!r}"
+                f"{default('opencost', 'aggregate')}; got {value!r}"
             )
         return ",".join(parts)
 

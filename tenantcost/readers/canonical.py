@@ -20,7 +20,6 @@ record is ``row 1``).
 from __future__ import annotations
 
 import csv
-import difflib
 import math
 import re
 from collections.abc import Collection, Sequence
@@ -33,6 +32,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tenantcost.errors import InputError, warn
+from tenantcost.limits import MAX_COST_PER_ROW
+from tenantcost.money import amount_problem, running_total, to_micros
+from tenantcost.suggest import did_you_mean
 from tenantcost.tables import (
     COST_COMPONENT_COLUMNS,
     COST_PROPERTY_COLUMNS,
@@ -230,13 +232,6 @@ def read_parquet_raw(
 # --------------------------------------------------------------------------- column checks
 
 
-def suggestion(missing: str, candidates: Sequence[str]) -> str:
-    """`` (did you mean 'x'?)`` for the closest candidate, or ``""``: typos are common."""
-    by_lower = {c.lower(): c for c in candidates}
-    close = difflib.get_close_matches(missing.lower(), list(by_lower), n=1, cutoff=0.6)
-    return f" (did you mean '{by_lower[close[0]]}'?)" if close else ""
-
-
 def require_columns(
     present: Sequence[str],
     required: Sequence[str],
@@ -257,7 +252,7 @@ def require_columns(
     candidates = [c for c in present if c not in expected]
     shown = ", ".join(present[:12]) + (", ..." if len(present) > 12 else "")
     raise InputError(
-        f"required column is missing{suggestion(column, candidates)}; "
+        f"required column is missing{did_you_mean(column, candidates, ignore_case=True)}; "
         f"the file has: {shown or 'no columns'}",
         file=file,
         where="header",
@@ -332,6 +327,22 @@ def parse_float(values: pd.Series, raw: RawTable, column: str) -> pd.Series:
             column=column,
         )
     return numbers.astype("float64").reset_index(drop=True)
+
+
+def check_amount_cells(values: pd.Series, raw: RawTable, column: str) -> None:
+    """Amount cells (already floats) that are infinite or beyond
+    :data:`~tenantcost.limits.MAX_COST_PER_ROW` raise :class:`InputError` by row and column;
+    missing cells (NaN) are left to the caller, which knows whether they are allowed."""
+    array = values.to_numpy(dtype="float64")
+    bad = np.isinf(array) | (np.abs(np.nan_to_num(array)) > MAX_COST_PER_ROW)
+    if bad.any():
+        position = int(np.flatnonzero(bad)[0])
+        raise InputError(
+            amount_problem(float(array[position])),
+            file=raw.file,
+            where=raw.place(position),
+            column=column,
+        )
 
 
 def text(values: pd.Series) -> pd.Series:
@@ -415,23 +426,30 @@ def split_origin(origin: str) -> tuple[str | None, str]:
 
 
 def validate_costs(frame: pd.DataFrame, *, total_column: str = "total_cost") -> None:
-    """Every row: ``total_cost`` finite and >= 0, ``window_end`` after ``window_start``.
+    """Every row: ``total_cost`` finite, >= 0 and at most
+    :data:`~tenantcost.limits.MAX_COST_PER_ROW`, components finite (or missing) and within
+    the same limit, ``window_end`` after ``window_start``; and the running total of the rows
+    within :data:`~tenantcost.limits.MAX_AMOUNT_TOTAL`.
 
     The first offending row (in the frame's order) is named by its origin, so the user can go
-    straight to the cell; ``total_column`` is the name the user's file gives the total.
+    straight to the cell; ``total_column`` is the name the user's file gives the total. The
+    limits keep every later micro-unit conversion and every sum exact (``tenantcost.limits``).
     """
     total = frame["total_cost"].to_numpy(dtype="float64")
-    bad = ~np.isfinite(total) | (total < 0)
+    bad = ~np.isfinite(total) | (total < 0) | (total > MAX_COST_PER_ROW)
     if bad.any():
         position = int(np.flatnonzero(bad)[0])
-        value = total[position]
-        problem = (
-            "total cost is missing"
-            if math.isnan(value)
-            else f"total cost must be finite and >= 0, got {float(value)!r}"
-        )
+        value = float(total[position])
+        if math.isnan(value):
+            problem = "total cost is missing"
+        elif value > MAX_COST_PER_ROW and math.isfinite(value):
+            problem = f"total {amount_problem(value)}"
+        else:
+            problem = f"total cost must be finite and >= 0, got {value!r}"
         file, where = split_origin(str(frame["origin"].iloc[position]))
         raise InputError(problem, file=file, where=where, column=total_column)
+    _validate_components(frame)
+    running_total(to_micros(total), origins=frame["origin"], column=total_column)
     backwards = (frame["window_end"] <= frame["window_start"]).to_numpy()
     if backwards.any():
         position = int(np.flatnonzero(backwards)[0])
@@ -444,6 +462,22 @@ def validate_costs(frame: pd.DataFrame, *, total_column: str = "total_cost") -> 
             where=where,
             column="window_end",
         )
+
+
+def _validate_components(frame: pd.DataFrame) -> None:
+    """Component costs may be missing (NaN: the source does not report them) or negative
+    (adjustments), but never infinite or beyond what a micro-unit conversion holds exactly."""
+    for column in frame.columns:
+        if not is_component_column(str(column)):
+            continue
+        values = frame[column].to_numpy(dtype="float64")
+        bad = np.isinf(values) | (np.abs(np.nan_to_num(values)) > MAX_COST_PER_ROW)
+        if bad.any():
+            position = int(np.flatnonzero(bad)[0])
+            file, where = split_origin(str(frame["origin"].iloc[position]))
+            raise InputError(
+                amount_problem(float(values[position])), file=file, where=where, column=column
+            )
 
 
 # --------------------------------------------------------------------------- canonical reader
@@ -491,6 +525,7 @@ def read_canonical_costs(path: str | Path) -> pd.DataFrame:
     for column in cells.columns:
         if is_component_column(str(column)):
             out[column] = parse_float(cells[column], raw, column)
+            check_amount_cells(out[column], raw, column)
         elif str(column).startswith(LABEL_PREFIX):
             out[column] = text(cells[column])
     frame = conform_costs(pd.DataFrame(out))

@@ -61,6 +61,7 @@ from tenantcost.readers.canonical import conform_costs, validate_costs
 from tenantcost.readers.costs import sort_costs
 from tenantcost.readers.opencost_json import parse_allocation_response
 from tenantcost.tables import empty_costs
+from tenantcost.timefmt import iso_compact, iso_z_seconds
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -182,7 +183,11 @@ def plan_requests(
     """
     start, end = _utc(start), _utc(end)
     step = source.step_timedelta
-    period = f"[{_rfc3339(start)}, {_rfc3339(end)})" if _whole(start, end) else f"[{start}, {end})"
+    period = (
+        f"[{iso_z_seconds(start)}, {iso_z_seconds(end)})"
+        if _whole(start, end)
+        else f"[{start}, {end})"
+    )
     if end <= start:
         raise InputError(f"the period {period} is empty")
     if not _whole(start, end):
@@ -202,7 +207,7 @@ def request_params(
 ) -> dict[str, str]:
     """The query parameters of one request, in the order they are sent."""
     params = {
-        "window": f"{_rfc3339(start)},{_rfc3339(end)}",
+        "window": f"{iso_z_seconds(start)},{iso_z_seconds(end)}",
         "step": source.step,
         "aggregate": source.aggregate,
         "includeIdle": "true",
@@ -221,7 +226,7 @@ def request_url(source: OpenCostSource, start: pd.Timestamp, end: pd.Timestamp) 
 
 def raw_file_name(start: pd.Timestamp, end: pd.Timestamp) -> str:
     """``opencost-20261103T100000Z-20261103T110000Z.json``: the window, safe on every OS."""
-    return f"opencost-{_compact(start)}-{_compact(end)}.json"
+    return f"opencost-{iso_compact(start)}-{iso_compact(end)}.json"
 
 
 # --------------------------------------------------------------------------- transport
@@ -510,7 +515,7 @@ def _check_steps(
     """Step count and windows as asked; warn about steps without data. Returns their number."""
     step = source.step_timedelta
     expected = int((end - start) // step)
-    asked = f"[{_rfc3339(start)}, {_rfc3339(end)})"
+    asked = f"[{iso_z_seconds(start)}, {iso_z_seconds(end)})"
     if len(steps) != expected:
         raise InputError(
             f"asked for {expected} result set(s) of {source.step} for {asked}, got {len(steps)}; "
@@ -529,8 +534,9 @@ def _check_steps(
             i = int(index.iloc[position])
             s = start + step * i
             raise InputError(
-                f"allocation window [{_rfc3339(row.window_start)}, {_rfc3339(row.window_end)}) "
-                f"is not its step's window [{_rfc3339(s)}, {_rfc3339(s + step)}) (step {i} of "
+                f"allocation window [{iso_z_seconds(row.window_start)}, "
+                f"{iso_z_seconds(row.window_end)}) is not its step's window "
+                f"[{iso_z_seconds(s)}, {iso_z_seconds(s + step)}) (step {i} of "
                 f"the asked window {asked}, step {source.step})",
                 file=label,
                 where=str(tail.iloc[position]),
@@ -541,7 +547,7 @@ def _check_steps(
         count = last - first + 1
         where = f"data[{first}]" if count == 1 else f"data[{first}..{last}]"
         warn(
-            f"{label}, {where}: no cost data for [{_rfc3339(s)}, {_rfc3339(e)})"
+            f"{label}, {where}: no cost data for [{iso_z_seconds(s)}, {iso_z_seconds(e)})"
             + (f" ({count} steps of {source.step})" if count > 1 else "")
         )
     return len(empty)
@@ -624,14 +630,6 @@ def _utc(value: pd.Timestamp) -> pd.Timestamp:
 
 def _whole(*values: pd.Timestamp) -> bool:
     return all(v == v.floor("s") for v in values)
-
-
-def _rfc3339(value: pd.Timestamp) -> str:
-    return _utc(value).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _compact(value: pd.Timestamp) -> str:
-    return _utc(value).strftime("%Y%m%dT%H%M%SZ")
 
 
 __all__ = [

@@ -18,6 +18,7 @@ import pandas as pd
 
 from tenantcost.errors import InputError
 from tenantcost.readers.canonical import (
+    check_amount_cells,
     conform_costs,
     parse_float,
     parse_utc,
@@ -116,6 +117,7 @@ def read_opencost_csv(path: str | Path) -> pd.DataFrame:
     for source, target in EXPORT_COMPONENT_COLUMNS.items():
         if source in cells.columns:
             out[target] = parse_float(cells[source], raw, source)
+            check_amount_cells(out[target], raw, source)
     for column in present:
         if column.startswith(EXPORT_LABEL_PREFIX) and len(column) > len(EXPORT_LABEL_PREFIX):
             key = column[len(EXPORT_LABEL_PREFIX) :]

@@ -20,6 +20,8 @@ import numpy as np
 import pandas as pd
 
 from tenantcost.errors import InputError
+from tenantcost.limits import MAX_COST_PER_ROW
+from tenantcost.money import amount_problem
 from tenantcost.readers.canonical import conform_costs, validate_costs
 from tenantcost.tables import LABEL_PREFIX
 
@@ -213,7 +215,7 @@ class _Collected:
                 [labels.get(key, "") for labels in self.labels], dtype="str"
             )
         frame = conform_costs(pd.DataFrame(columns))
-        validate_costs(frame)
+        validate_costs(frame, total_column="totalCost")
         return frame
 
 
@@ -260,7 +262,7 @@ def _total_cost(allocation: dict[str, Any], path: str, origin: str) -> float:
     where = f"{path}.totalCost"
     if "totalCost" not in allocation:
         raise InputError("totalCost is missing", file=origin, where=where)
-    value = _number(allocation, "totalCost", path, origin)
+    value = _number(allocation, "totalCost", path, origin, limited=False)
     if value is None:
         raise InputError(
             "totalCost is null (OpenCost writes NaN and Inf as null)", file=origin, where=where
@@ -269,11 +271,20 @@ def _total_cost(allocation: dict[str, Any], path: str, origin: str) -> float:
         raise InputError(f"totalCost is not finite: {value}", file=origin, where=where)
     if value < 0:
         raise InputError(f"totalCost is negative: {value}", file=origin, where=where)
+    if value > MAX_COST_PER_ROW:
+        raise InputError(amount_problem(value), file=origin, where=where)
     return value
 
 
-def _number(allocation: dict[str, Any], field: str, path: str, origin: str) -> float | None:
-    """A numeric field as float, ``None`` when absent or null; anything else is an error."""
+def _number(
+    allocation: dict[str, Any], field: str, path: str, origin: str, *, limited: bool = True
+) -> float | None:
+    """A numeric field as float, ``None`` when absent or null; anything else is an error.
+
+    ``limited``: infinite values and values beyond
+    :data:`~tenantcost.limits.MAX_COST_PER_ROW` are errors too (the caller checks them itself
+    when it words them its own way).
+    """
     value = allocation.get(field)
     if value is None:
         return None
@@ -283,6 +294,11 @@ def _number(allocation: dict[str, Any], field: str, path: str, origin: str) -> f
             file=origin,
             where=f"{path}.{field}",
         )
+    huge = isinstance(value, int) and abs(value) > MAX_COST_PER_ROW  # 10**400: no double
+    if huge or (limited and (math.isinf(value) or abs(value) > MAX_COST_PER_ROW)):
+        # Refused here, with its JSON path, before it can become a wrapped micro-unit amount;
+        # NaN passes (OpenCost's "not reported").
+        raise InputError(amount_problem(value), file=origin, where=f"{path}.{field}")
     return float(value)
 
 

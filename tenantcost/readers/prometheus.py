@@ -52,6 +52,7 @@ from urllib3.util.retry import Retry
 from tenantcost.config.sources import PrometheusSource
 from tenantcost.errors import InputError, warn
 from tenantcost.tables import empty_usage
+from tenantcost.timefmt import ISO_Z_FORMAT, iso_z_seconds
 
 MAX_POINTS = 10_000
 """Most window ends per range query (Prometheus' limit is 11,000 points per series)."""
@@ -88,7 +89,7 @@ def read_prometheus_usage(
     url = _display_url(source.url)
     if last_end > pd.Timestamp.now(tz="UTC"):
         warn(
-            f"prometheus {url}: the period ends at {_iso(last_end)}, in the future; the "
+            f"prometheus {url}: the period ends at {iso_z_seconds(last_end)}, in the future; the "
             "windows after now are incomplete or missing"
         )
 
@@ -119,8 +120,9 @@ def read_prometheus_usage(
     for column, (_, values) in zip(columns, samples, strict=True):
         if not len(values):
             warn(
-                f"prometheus {url} query '{column}': no data between {_iso(first_end - step)} "
-                f"and {_iso(last_end)} ({source.render(column)})"
+                f"prometheus {url} query '{column}': no data between "
+                f"{iso_z_seconds(first_end - step)} and {iso_z_seconds(last_end)} "
+                f"({source.render(column)})"
             )
     if not pairs:
         return empty_usage(columns)
@@ -144,7 +146,7 @@ def read_prometheus_usage(
     _report_missing(present, slot, pair, names, columns, window_ends, step, url)
 
     ends = window_ends[slot]
-    ends_text = window_ends.strftime("%Y-%m-%dT%H:%M:%SZ")
+    ends_text = window_ends.strftime(ISO_Z_FORMAT)
     origins = [f"prometheus {url} query '{c}' at {t}" for c in columns for t in ends_text]
     return pd.DataFrame(
         {
@@ -175,13 +177,15 @@ def _period(
     """(first window end, last window end), after checking the period fits the step."""
     start, end = _utc(start, "start"), _utc(end, "end")
     if end <= start:
-        raise InputError(f"period end {_iso(end)} is not after its start {_iso(start)}")
+        raise InputError(
+            f"period end {iso_z_seconds(end)} is not after its start {iso_z_seconds(start)}"
+        )
     for name, ts in (("start", start), ("end", end)):
         if ts != ts.floor("s"):
             raise InputError(f"period {name} {ts.isoformat()} must be a whole second")
     if (end - start) % step != pd.Timedelta(0):
         raise InputError(
-            f"period {_iso(start)} to {_iso(end)} is not a whole number of "
+            f"period {iso_z_seconds(start)} to {iso_z_seconds(end)} is not a whole number of "
             f"{_step_text(step)} windows"
         )
     return start + step, end
@@ -324,7 +328,8 @@ def _samples(
         service, client = services[ids.index(int(pair_of[i]))], clients[ids.index(int(pair_of[i]))]
         raise InputError(
             f"value {shown} for {source.service_label} '{service}', {source.client_label} "
-            f"{_client_text(client)} at {_iso(window_ends[int(slot[i])])}: usage must be a "
+            f"{_client_text(client)} at {iso_z_seconds(window_ends[int(slot[i])])}: usage must "
+            "be a "
             f"finite number >= 0; query: {query}",
             file=place,
             where=where,
@@ -475,10 +480,6 @@ def _display_url(url: str) -> str:
     if "@" not in parts.netloc:
         return url
     return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
-
-
-def _iso(ts: pd.Timestamp) -> str:
-    return ts.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _step_text(step: pd.Timedelta) -> str:

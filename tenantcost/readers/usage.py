@@ -3,8 +3,10 @@
 Usage says how much of each service each client consumed in each window; it is the key that
 splits workload cost between clients. Required columns are ``window_start, window_end,
 service, client``; every other column is a metric (``requests``, ``cpu_seconds``, ...) and
-must be a finite number >= 0, because a negative or missing weight would make a split
-meaningless. An empty ``client`` is allowed and means unattributed usage.
+must be a finite number >= 0 and at most ``MAX_USAGE_VALUE`` (1e15, see
+``tenantcost.limits``), because a negative or missing weight would make a split meaningless
+and a larger one is corrupt data more often than usage. An empty ``client`` is allowed and
+means unattributed usage.
 
 Parquet folders may be hive-partitioned (``date=2026-11-07/part-0.parquet``): the partition
 keys (``date``) are folder names, not metrics, so they are never read as metric columns.
@@ -24,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from tenantcost.errors import InputError
+from tenantcost.limits import MAX_USAGE_VALUE
 from tenantcost.readers.canonical import (
     RawTable,
     describe_value,
@@ -41,6 +44,7 @@ from tenantcost.readers.costs import expand_paths
 from tenantcost.tables import USAGE_KEY_COLUMNS, empty_usage
 
 USAGE_SUFFIXES = (".csv", ".parquet")
+_USAGE_LIMIT = f"{MAX_USAGE_VALUE:.0e}".replace("e+", "e")
 
 
 def read_usage(paths: Sequence[str | Path], columns: Sequence[str] | None = None) -> pd.DataFrame:
@@ -161,7 +165,7 @@ def _read_usage_file(file: Path, folder: Path | None, wanted: list[str] | None) 
     for metric in metrics:
         values = parse_float(cells[metric], raw, metric)
         array = values.to_numpy(dtype="float64")
-        bad = ~np.isfinite(array) | (array < 0)
+        bad = ~np.isfinite(array) | (array < 0) | (array > MAX_USAGE_VALUE)
         if bad.any():
             position = int(np.flatnonzero(bad)[0])
             value = array[position]
@@ -173,12 +177,24 @@ def _read_usage_file(file: Path, folder: Path | None, wanted: list[str] | None) 
                 )
             elif not np.isfinite(value):
                 problem = f"usage value must be finite, got {str(cell)!r}"
+            elif value > MAX_USAGE_VALUE:
+                problem = usage_limit_problem(str(cell))
             else:
                 problem = f"usage value must be >= 0, got {str(cell)!r}"
             raise InputError(problem, file=name, where=raw.place(position), column=metric)
         out[metric] = values
     out["origin"] = raw.origins()
     return pd.DataFrame(out)
+
+
+def usage_limit_problem(cell: str) -> str:
+    """The one-line reason a usage value above :data:`~tenantcost.limits.MAX_USAGE_VALUE` is
+    refused (shared with the DuckDB-side validation of Parquet usage)."""
+    shown = f" {cell!r}" if cell else ""
+    return (
+        f"usage value{shown} is beyond what tenantcost holds exactly: at most "
+        f"{_USAGE_LIMIT} per row in the column's own unit (a corrupt export?)"
+    )
 
 
 def _check_duplicates(usage: pd.DataFrame) -> None:

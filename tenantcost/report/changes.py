@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from tenantcost.allocate import AllocationResult, allocate
+from tenantcost.allocate import AllocationResult, allocate_stream
 from tenantcost.config.rules import RuleSet, RuleVersion
 from tenantcost.errors import InputError, InputWarning
+from tenantcost.inputs import Inputs
+from tenantcost.reconcile import cascade, require_closed
 from tenantcost.report.display import period_label
 from tenantcost.windows import Period
 
@@ -48,16 +50,25 @@ class RuleChange:
 
 
 def quiet_allocate(
-    costs: pd.DataFrame,
-    usage: pd.DataFrame | None,
-    ruleset: RuleSet,
-    period: Period,
-    key: str | None = None,
+    inputs: Inputs, ruleset: RuleSet, period: Period, key: str | None = None
 ) -> AllocationResult:
-    """A re-run whose warnings were already shown by the main run."""
+    """A re-run (another key, rule version or period) through the same usage source and
+    chunked core as the main run, on the usage of ``period`` only; its warnings were already
+    shown by the main run. A re-run whose cascade does not close is an internal error."""
+    usage = inputs.usage.within(period) if inputs.usage is not None else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InputWarning)
-        return allocate(costs, usage, ruleset, key=key, period=period)
+        result = allocate_stream(
+            inputs.costs,
+            usage,
+            ruleset,
+            key=key,
+            period=period,
+            detail="period",
+            con=inputs.con,
+        )
+    require_closed(cascade(result))
+    return result
 
 
 def only_version(ruleset: RuleSet, version: RuleVersion, start: pd.Timestamp) -> RuleSet:
@@ -72,15 +83,9 @@ def _totals(result: AllocationResult) -> pd.Series:
     return result.client_totals().set_index("client")["amount"].astype("int64")
 
 
-def _column(
-    label: str,
-    costs: pd.DataFrame,
-    usage: pd.DataFrame | None,
-    ruleset: RuleSet,
-    period: Period,
-) -> Column:
+def _column(label: str, inputs: Inputs, ruleset: RuleSet, period: Period) -> Column:
     try:
-        return Column(label, _totals(quiet_allocate(costs, usage, ruleset, period)))
+        return Column(label, _totals(quiet_allocate(inputs, ruleset, period)))
     except InputError as exc:
         return Column(label, None, exc.one_line())
 
@@ -97,9 +102,7 @@ def previous_period(period: Period) -> Period:
     return Period(start - (period.end - start), start)
 
 
-def within_period(
-    base: AllocationResult, costs: pd.DataFrame, usage: pd.DataFrame | None, ruleset: RuleSet
-) -> list[RuleChange]:
+def within_period(base: AllocationResult, inputs: Inputs, ruleset: RuleSet) -> list[RuleChange]:
     """A notice per rule change inside the period (the period spans several versions)."""
     if len(base.rules) < 2:
         return []
@@ -117,15 +120,13 @@ def within_period(
             ),
             _column(
                 f"Whole period under {old.id}",
-                costs,
-                usage,
+                inputs,
                 only_version(ruleset, old, base.period.start),
                 base.period,
             ),
             _column(
                 f"Whole period under {new.id}",
-                costs,
-                usage,
+                inputs,
                 only_version(ruleset, new, base.period.start),
                 base.period,
             ),
@@ -147,16 +148,15 @@ def within_period(
     return changes
 
 
-def against_previous(
-    base: AllocationResult, costs: pd.DataFrame, usage: pd.DataFrame | None, ruleset: RuleSet
-) -> list[RuleChange]:
+def against_previous(base: AllocationResult, inputs: Inputs, ruleset: RuleSet) -> list[RuleChange]:
     """A notice when the previous period's data is present and was under another rule."""
     prev = previous_period(base.period)
+    costs = inputs.costs
     inside = (costs["window_start"] >= prev.start) & (costs["window_end"] <= prev.end)
     if not inside.any():
         return []
     try:
-        earlier = quiet_allocate(costs, usage, ruleset, prev)
+        earlier = quiet_allocate(inputs, ruleset, prev)
     except InputError:
         return []  # the previous period cannot be allocated at all: nothing to compare
     old_ids = [r.id for r in earlier.rules]
@@ -180,8 +180,7 @@ def against_previous(
                 Column(f"{prev_label} as issued ({', '.join(old_ids)})", _totals(earlier)),
                 _column(
                     f"{prev_label} restated under {current.id}",
-                    costs,
-                    usage,
+                    inputs,
                     only_version(ruleset, current, prev.start),
                     prev,
                 ),

@@ -12,8 +12,10 @@ figures is an opinion, so each criterion keeps the number it was graded on:
   client id; the worst service counts. That cost went to nobody, some of it may be this
   client's.
 * **hours without usage data**: for each of those services, the hours with a cost but no
-  usage row at all (their cost is unattributed); the worst service counts, as a fraction of
-  the period's hours.
+  usage row at all (their cost is unattributed), and, where usage is finer than the costs
+  (hourly usage, daily costs), the hours of a cost window that no usage row covers (their
+  cost follows the other hours' usage); the worst service counts, as a fraction of the
+  period's hours.
 
 Each is graded against the bands of the rule file's ``confidence:`` section; the client's level
 is the worst grade. All figures are computed for every client at once (vectorised).
@@ -22,17 +24,20 @@ is the worst grade. All figures are computed for every client at once (vectorise
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import duckdb
 import numpy as np
 import pandas as pd
 
-from tenantcost.allocate import CAUSE_NO_USAGE, NO_CLIENT, AllocationResult
+from tenantcost.allocate import NO_CLIENT, AllocationResult
 from tenantcost.config.confidence import Band, ConfidenceThresholds
 from tenantcost.config.rules import EVEN, RuleSet, WeightsKey, describe_key
+from tenantcost.kinds import Cause, LineKind
 from tenantcost.report.display import key_label
-from tenantcost.tables import metric_columns
-from tenantcost.windows import select_period
+from tenantcost.split import quote
+from tenantcost.usage_source import UsageSource, timestamp_literal
+from tenantcost.windows import Period, uncovered_hours
 
 GRADES = ("high", "medium", "low")
 RULE = "rule"
@@ -99,67 +104,127 @@ def key_spread(amounts: pd.DataFrame, keys: list[str]) -> pd.Series:
     return pd.Series(spread, index=amounts.index, dtype="float64")
 
 
-def _rule_measure(usage: pd.DataFrame, ruleset: RuleSet) -> tuple[pd.Series, pd.Series]:
-    """Each usage row's measure under the key its service has in the version in force, and
-    that key's label (measures under different keys are never added up)."""
-    metrics = metric_columns(usage)
-    version = ruleset.version_index(usage["window_start"])
-    active = usage[metrics].gt(0).any(axis=1) if metrics else pd.Series(False, index=usage.index)
-    measure = pd.Series(0.0, index=usage.index)
-    key = pd.Series("", index=usage.index, dtype="str")
-    for v, rule in enumerate(ruleset.rules):  # one pass per rule entry, vectorised over rows
+@dataclass(frozen=True)
+class UsageFigures:
+    """What the grades need from the usage, aggregated over the period by DuckDB."""
+
+    no_client: pd.Series
+    """The share of each (service, key)'s measure that carried no client id."""
+    used: dict[str, list[str]]
+    """Each client's services with a positive measure in the period (sorted)."""
+    uncovered_hours: pd.Series = field(default_factory=lambda: pd.Series(dtype="float64"))
+    """Per shared service, the hours inside cost windows with its usage that no usage row
+    covers (hourly usage, daily costs: ``tenantcost.windows.uncovered_hours``)."""
+
+    @classmethod
+    def none(cls) -> UsageFigures:
+        index = pd.MultiIndex.from_tuples([], names=["service", "key"])
+        return cls(pd.Series(dtype="float64", index=index), {})
+
+
+def _key_table(ruleset: RuleSet) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(version span, service, key label, key kind, metric) of each shared service's key in
+    each version (the last entry naming a service wins), and the weights of weights keys."""
+    specs: dict[tuple[int, str], tuple[object, object, str, str, str]] = {}
+    weights: dict[tuple[int, str], dict[str, float]] = {}
+    for v, rule in enumerate(ruleset.rules):  # small: one row per version and service
+        until = ruleset.rules[v + 1].effective_from if v + 1 < len(ruleset.rules) else None
         for w in rule.workloads:
-            if w.class_ != "shared" or w.key is None:
+            if w.class_ != "shared" or w.key is None or w.service is None:
                 continue
-            rows = (version == v) & (usage["service"] == w.service)
-            key[rows] = describe_key(w.key)
+            kind = "weights" if isinstance(w.key, WeightsKey) else "even" if w.key == EVEN else ""
+            metric = w.key if isinstance(w.key, str) else ""
+            specs[(v, w.service)] = (rule.effective_from, until, describe_key(w.key), kind, metric)
             if isinstance(w.key, WeightsKey):
-                weights = usage.loc[rows, "client"].map(w.key.weights).fillna(0.0)
-                measure[rows] = weights.where(active[rows], 0.0)
-            elif w.key == EVEN:
-                measure[rows] = active[rows].astype("float64")
-            elif w.key in usage:
-                measure[rows] = usage.loc[rows, w.key].astype("float64")
-    return measure, key
+                weights[(v, w.service)] = {c: float(x) for c, x in w.key.weights.items()}
+            else:
+                weights.pop((v, w.service), None)
+    key_rows = [(v, s, *spec) for (v, s), spec in specs.items()]
+    keys = pd.DataFrame(
+        key_rows, columns=["version", "service", "since", "until", "key", "kind", "metric"]
+    ).astype({"version": "int64", "service": str, "key": str, "kind": str, "metric": str})
+    for column in ("since", "until"):
+        keys[column] = pd.to_datetime(keys[column], utc=True)
+    weight_rows = [(v, s, c, x) for (v, s), ws in weights.items() for c, x in ws.items()]
+    frame = pd.DataFrame(weight_rows, columns=["version", "service", "client", "weight"])
+    return keys, frame.astype(
+        {"version": "int64", "service": str, "client": str, "weight": "float64"}
+    )
 
 
-def service_figures(
-    usage: pd.DataFrame | None, ruleset: RuleSet, result: AllocationResult
-) -> tuple[pd.Series, pd.DataFrame]:
-    """(no-client share per service and key, client x service usage flags) in the period.
+def _measure_sql(relation: str, metrics: list[str], period: Period) -> str:
+    """Each usage row of ``period`` with its measure under the key its service has in the
+    version in force at its start, and that key's label (``''`` when none): measures under
+    different keys are never added up."""
+    active = " OR ".join(f"{quote(m)} > 0" for m in metrics) or "true"
+    by_metric = "".join(f" WHEN {_text(m)} THEN CAST(u.{quote(m)} AS DOUBLE)" for m in metrics)
+    return f"""
+        WITH u AS (
+            SELECT *, ({active}) AS active FROM ({relation})
+            WHERE window_start >= {timestamp_literal(period.start)}
+              AND window_end <= {timestamp_literal(period.end)})
+        SELECT u.service, u.client, u.active, coalesce(k.key, '') AS key,
+               CASE WHEN k.kind IS NULL THEN 0.0
+                    WHEN NOT u.active AND k.kind IN ('weights', 'even') THEN 0.0
+                    WHEN k.kind = 'weights' THEN coalesce(w.weight, 0.0)
+                    WHEN k.kind = 'even' THEN 1.0
+                    ELSE CASE k.metric{by_metric} ELSE 0.0 END END AS measure
+        FROM u
+        LEFT JOIN conf_keys k ON k.service = u.service AND u.window_start >= k.since
+             AND (k.until IS NULL OR u.window_start < k.until)
+        LEFT JOIN conf_weights w ON w.version = k.version AND w.service = k.service
+             AND w.client = u.client"""
 
-    The share's index is (service, key): a service whose key changed within the period gets
-    one share per key, since requests and CPU seconds cannot be added up.
+
+def usage_figures(
+    source: UsageSource | None,
+    con: duckdb.DuckDBPyConnection,
+    ruleset: RuleSet,
+    period: Period,
+    cost_windows: pd.DataFrame | None = None,
+) -> UsageFigures:
+    """No-client share per (service, key) and each client's services, over the period.
+
+    DuckDB aggregates over the usage source, so a Parquet dataset of a month is never held in
+    memory. A service whose key changed within the period gets one share per key, since
+    requests and CPU seconds cannot be added up.
     """
-    empty = pd.Series(
-        dtype="float64", index=pd.MultiIndex.from_tuples([], names=["service", "key"])
+    if source is None:
+        return UsageFigures.none()
+    keys, weights = _key_table(ruleset)
+    con.register("conf_keys", keys)
+    con.register("conf_weights", weights)
+    try:
+        measured = _measure_sql(source.relation(con), source.metrics, period)
+        sums = con.execute(
+            f"SELECT service, key, fsum(CASE WHEN client = {_text(NO_CLIENT)} THEN measure "
+            f"ELSE 0.0 END) AS no_client, fsum(measure) AS measure FROM ({measured}) "
+            "GROUP BY service, key ORDER BY service, key"
+        ).df()
+        used = con.execute(
+            f"SELECT client, list(DISTINCT service ORDER BY service) AS services "
+            f"FROM ({measured}) WHERE active AND client <> {_text(NO_CLIENT)} GROUP BY client"
+        ).fetchall()
+    finally:
+        con.unregister("conf_keys")
+        con.unregister("conf_weights")
+    if sums.empty:
+        return UsageFigures.none()
+    index = pd.MultiIndex.from_frame(sums[["service", "key"]].astype(str))
+    measure = sums["measure"].where(sums["measure"] > 0)
+    share = (sums["no_client"] / measure).fillna(0.0).set_axis(index).astype("float64")
+    shared = sorted({s for r in ruleset.rules for s in r.shared_services})
+    uncovered = (
+        uncovered_hours(con, source.relation(con), cost_windows, period, shared, source.metrics)
+        if cost_windows is not None
+        else pd.Series(dtype="float64")
     )
-    if usage is None or usage.empty:
-        return empty, pd.DataFrame(dtype=bool)
-    used = select_period(usage, result.period, "usage")
-    if used.empty:
-        return empty, pd.DataFrame(dtype=bool)
-    measure, key = _rule_measure(used, ruleset)
-    frame = pd.DataFrame(
-        {
-            "service": used["service"],
-            "key": key,
-            "no_client": measure.where(used["client"] == NO_CLIENT, 0.0),
-            "measure": measure,
-        }
-    )
-    sums = frame.groupby(["service", "key"], sort=True)[["no_client", "measure"]].sum()
-    share = (sums["no_client"] / sums["measure"].where(sums["measure"] > 0)).fillna(0.0)
-    metrics = metric_columns(used)
-    active = used[metrics].gt(0).any(axis=1) if metrics else pd.Series(True, index=used.index)
-    flags = (
-        used[active & (used["client"] != NO_CLIENT)]
-        .assign(flag=True)
-        .pivot_table(index="client", columns="service", values="flag", aggfunc="any")
-        .fillna(False)
-        .astype(bool)
-    )
-    return share, flags
+    used_by = {str(c): [str(s) for s in services] for c, services in used}
+    return UsageFigures(share, used_by, uncovered)
+
+
+def _text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
 
 
 def _no_client_labels(share: pd.Series) -> dict[tuple[str, str], str]:
@@ -178,7 +243,7 @@ def missing_hours(result: AllocationResult, ruleset: RuleSet) -> pd.Series:
         if w.class_ == "shared"
     }
     gaps = result.unattributed
-    gaps = gaps[(gaps["cause"] == CAUSE_NO_USAGE) & (gaps["kind"] == "shared")]
+    gaps = gaps[(gaps["cause"] == Cause.NO_USAGE) & (gaps["kind"] == LineKind.SHARED)]
     if gaps.empty:
         return pd.Series(dtype="float64")
     service = pd.Series(
@@ -195,7 +260,7 @@ def missing_hours(result: AllocationResult, ruleset: RuleSet) -> pd.Series:
 def assess(
     base: AllocationResult,
     amounts: pd.DataFrame,
-    usage: pd.DataFrame | None,
+    figures: UsageFigures,
     ruleset: RuleSet,
     thresholds: ConfidenceThresholds,
 ) -> dict[str, ClientConfidence]:
@@ -203,19 +268,14 @@ def assess(
     alternatives = [k for k in amounts.columns if k != RULE]
     keys = [k for k in alternatives if k != EVEN or thresholds.spread_includes_even]
     spread = key_spread(amounts, keys)
-    no_client, flags = service_figures(usage, ruleset, base)
+    no_client = figures.no_client
     labels = _no_client_labels(no_client)
-    gaps = missing_hours(base, ruleset)
+    gaps = missing_hours(base, ruleset).add(figures.uncovered_hours, fill_value=0.0)
     shared_services = sorted({s for r in ruleset.rules for s in r.shared_services})
-    no_usage_known = flags.empty
+    no_usage_known = not figures.used
     out: dict[str, ClientConfidence] = {}
     for client in amounts.index:  # per client: pick its services and grade three numbers
-        if no_usage_known:
-            services = shared_services
-        elif client in flags.index:
-            services = [str(s) for s in flags.columns[flags.loc[client].to_numpy()]]
-        else:
-            services = []
+        services = shared_services if no_usage_known else figures.used.get(str(client), [])
         nc = {labels[(s, k)]: float(v) for (s, k), v in no_client.items() if s in set(services)}
         mh = {s: float(gaps.get(s, 0.0)) for s in services}
         nc_value = max(nc.values(), default=0.0)

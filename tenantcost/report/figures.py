@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from tenantcost.allocate import AllocationResult
+from tenantcost.kinds import CascadeKind
 from tenantcost.money import round_for_display
 from tenantcost.reconcile import cascade
 from tenantcost.report.confidence import RULE
@@ -43,7 +44,7 @@ def plan(base: AllocationResult, amounts: pd.DataFrame, places: int) -> ShownFig
     casc = cascade(base)
     units = round_for_display([line.amount for line in casc.lines], places)
     kinds = [line.kind for line in casc.lines]
-    clients_line = units[kinds.index("clients")]
+    clients_line = units[kinds.index(CascadeKind.CLIENTS)]
     by_key: dict[str, dict[str, int]] = {}
     for key in amounts.columns:
         column = amounts[key].astype("int64")
@@ -57,7 +58,7 @@ def plan(base: AllocationResult, amounts: pd.DataFrame, places: int) -> ShownFig
         by_key=by_key,
         key_totals={k: sum(v.values()) for k, v in by_key.items()},
         clients_line=clients_line,
-        unattributed_line=units[kinds.index("unattributed")],
+        unattributed_line=units[kinds.index(CascadeKind.UNATTRIBUTED)],
     )
 
 

@@ -1,48 +1,46 @@
 """Everything a report pack needs, computed once: the allocation, its re-runs and their grades.
 
-The pack runs the core under the rule, then under every alternative key (each usage column
-and ``even``), grades each client's confidence, detects rule changes and fingerprints the
-inputs. Sheets and the finance summary are then only views of this one object, so every page
-of a pack shows the same figures.
+The pack takes the main run (the rule as written, made by the command's run sequence like
+``allocate``'s), re-runs the core under every alternative key (each usage column and ``even``),
+grades each client's confidence, detects rule changes and fingerprints the inputs. Every
+re-run reads the same usage source chunk by chunk, and what the grades need from the usage
+beyond the allocations (no-client shares, the services each client used, client ids) is
+aggregated by DuckDB over that source: a Parquet month is never loaded into pandas. Sheets
+and the finance summary are then only views of this one object, so every page of a pack shows
+the same figures.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
-from tenantcost.allocate import NO_CLIENT, AllocationResult, allocate
+from tenantcost.allocate import NO_CLIENT, AllocationResult
 from tenantcost.config.rules import EVEN, RuleSet, WeightsKey
 from tenantcost.errors import InputError
+from tenantcost.inputs import Inputs
 from tenantcost.report.changes import RuleChange, against_previous, quiet_allocate, within_period
-from tenantcost.report.confidence import RULE, ClientConfidence, assess, key_amounts
+from tenantcost.report.confidence import (
+    RULE,
+    ClientConfidence,
+    assess,
+    key_amounts,
+    usage_figures,
+)
 from tenantcost.report.display import auto_places
 from tenantcost.report.figures import ShownFigures, plan
 from tenantcost.report.provenance import Provenance, collect
-from tenantcost.tables import metric_columns
-from tenantcost.windows import Period
 
-
-@dataclass(frozen=True)
-class ReportInputs:
-    """The loaded inputs and where they came from (for fingerprints and error messages)."""
-
-    config: Path
-    ruleset: RuleSet
-    costs: pd.DataFrame
-    usage: pd.DataFrame | None
-    cost_paths: list[Path]
-    usage_paths: list[Path | str]
-    usage_origin: str = "usage"
+ReportInputs = Inputs
+"""A report's inputs are those of every command (:func:`tenantcost.inputs.load_inputs`)."""
 
 
 @dataclass(frozen=True)
 class ReportPack:
     """One period's allocation with everything the sheets and the summary show."""
 
-    inputs: ReportInputs
+    inputs: Inputs
     base: AllocationResult
     keys: list[str]
     """Alternative keys, in order: the usage columns, then ``even``."""
@@ -62,11 +60,27 @@ class ReportPack:
     """Every client id seen anywhere in the inputs and rules (for redaction)."""
 
 
-def alternative_keys(usage: pd.DataFrame | None) -> list[str]:
-    """Every numeric usage column, then ``even``; none without usage data."""
-    if usage is None or usage.empty:
+def alternative_keys(inputs: Inputs) -> list[str]:
+    """Every usage metric column, then ``even``; none without usage rows."""
+    if inputs.usage is None or not _count(inputs, "SELECT count(*)"):
         return []
-    return [*metric_columns(usage), EVEN]
+    return [*inputs.usage.metrics, EVEN]
+
+
+def _count(inputs: Inputs, select: str) -> int:
+    assert inputs.usage is not None
+    rows = inputs.con.execute(f"{select} FROM ({inputs.usage.relation(inputs.con)})").fetchall()
+    return int(rows[0][0]) if rows else 0
+
+
+def usage_clients(inputs: Inputs) -> set[str]:
+    """Every client id in the usage (all of it, not only the period's): DuckDB, not pandas."""
+    if inputs.usage is None:
+        return set()
+    rows = inputs.con.execute(
+        f"SELECT DISTINCT client FROM ({inputs.usage.relation(inputs.con)})"
+    ).fetchall()
+    return {str(r[0]) for r in rows}
 
 
 def _rule_clients(ruleset: RuleSet) -> set[str]:
@@ -84,25 +98,18 @@ def _rule_clients(ruleset: RuleSet) -> set[str]:
 
 
 def build_pack(
-    inputs: ReportInputs,
-    period: Period | None,
+    inputs: Inputs,
+    base: AllocationResult,
     clients: list[str] | None = None,
     places: int | None = None,
 ) -> ReportPack:
-    """Run the core under the rule and every alternative key and gather the pack."""
+    """Gather the pack around the main run ``base``: re-run under every alternative key,
+    grade, detect rule changes and fingerprint the inputs."""
     ruleset = inputs.ruleset
-    base = allocate(
-        inputs.costs,
-        inputs.usage,
-        ruleset,
-        period=period,
-        rules_origin=str(inputs.config),
-        usage_origin=inputs.usage_origin,
-    )
-    keys = alternative_keys(inputs.usage)
+    keys = alternative_keys(inputs)
     runs: dict[str, AllocationResult] = {RULE: base}
-    for key in keys:  # one re-run per key: the whole period, vectorised inside
-        runs[key] = quiet_allocate(inputs.costs, inputs.usage, ruleset, base.period, key=key)
+    for key in keys:  # one re-run per key: the whole period, chunked like the main run
+        runs[key] = quiet_allocate(inputs, ruleset, base.period, key=key)
     amounts = key_amounts(runs)
     order = (
         amounts.assign(_client=amounts.index)
@@ -118,24 +125,21 @@ def build_pack(
                 f"{', '.join(sorted(order)) or '(none)'}"
             )
     chosen_clients = [c for c in order if not clients or c in set(clients)]
-    changes = within_period(base, inputs.costs, inputs.usage, ruleset) + against_previous(
-        base, inputs.costs, inputs.usage, ruleset
-    )
-    known = set(amounts.index.astype(str)) | _rule_clients(ruleset)
-    if inputs.usage is not None:
-        known |= set(inputs.usage["client"].astype(str).unique())
+    changes = within_period(base, inputs, ruleset) + against_previous(base, inputs, ruleset)
+    known = set(amounts.index.astype(str)) | _rule_clients(ruleset) | usage_clients(inputs)
     for change in changes:
         for column in change.columns:
             if column.amounts is not None:
                 known |= set(column.amounts.index.astype(str))
     known.discard(NO_CLIENT)
     chosen = places if places is not None else auto_places(base.currency, amounts[RULE].tolist())
+    figures = usage_figures(inputs.usage, inputs.con, ruleset, base.period, inputs.costs)
     return ReportPack(
         inputs=inputs,
         base=base,
         keys=keys,
         amounts=amounts,
-        confidence=assess(base, amounts, inputs.usage, ruleset, ruleset.confidence),
+        confidence=assess(base, amounts, figures, ruleset, ruleset.confidence),
         changes=changes,
         provenance=collect(inputs.config, inputs.cost_paths, inputs.usage_paths, base.rules),
         places=chosen,

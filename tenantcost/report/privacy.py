@@ -10,12 +10,27 @@ An id matches where it is not glued to other letters or digits: ``acme`` matches
 ``acme-k6`` and ``acme.`` but not in ``acmecorp``. The reader's own id is matched first (the
 longest id wins), so a reader ``team-a-eu`` keeps its name even when ``team-a`` is another
 client.
+
+Figures can give another client away too: an aggregate of few clients minus the reader's own
+figure is the others' figure. :func:`withheld_pools` and :func:`too_few_clients` decide which
+pool and cluster aggregates a client-facing page must withhold (``privacy.min_pool_clients``
+of the rule file); they take an allocation result, not a report pack, so every client-facing
+output (sheets today, an API or web page for account managers later) applies the same rule.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from tenantcost.kinds import LineKind
+from tenantcost.plan import NO_CLIENT
+
+if TYPE_CHECKING:
+    from tenantcost.result import AllocationResult
+
+POOL = ["kind", "source", "key"]
 
 REDACTED = "[another client]"
 _BEFORE = r"(?<![A-Za-z0-9])"
@@ -53,3 +68,26 @@ class Redactor:
         if self._pattern is None or not text:
             return text
         return self._pattern.sub(self._sub, text)
+
+
+def withheld_pools(result: AllocationResult, threshold: int) -> set[tuple[str, str, str]]:
+    """The (kind, source, key) pools of ``result``'s lines whose figures (total measure, cost,
+    a client's share, unattributed part) a client must not see: some window of the period
+    split the pool among fewer than ``threshold`` clients (``result.pool_clients``, the
+    minimum over the rule versions that split it), or it has no count at all."""
+    lines = result.lines
+    pools = lines.loc[lines["kind"] != LineKind.DIRECT, POOL].astype(str).drop_duplicates()
+    counts = result.pool_clients
+    if counts.empty:
+        return set(zip(pools["kind"], pools["source"], pools["key"], strict=True))
+    least = counts.astype(dict.fromkeys(POOL, str)).groupby(POOL)["min_clients"].min()
+    merged = pools.merge(least.reset_index(), on=POOL, how="left")
+    few = merged[merged["min_clients"].fillna(0) < threshold]
+    return set(zip(few["kind"], few["source"], few["key"], strict=True))
+
+
+def too_few_clients(result: AllocationResult, threshold: int) -> bool:
+    """Whether the period had fewer than ``threshold`` clients: then a sum over every client
+    (the cost meant for clients) minus the reader's total is too few others' sum to show."""
+    clients = result.lines.loc[result.lines["client"] != NO_CLIENT, "client"]
+    return bool(clients.nunique() < threshold)

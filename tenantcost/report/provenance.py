@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tenantcost import __version__
 from tenantcost.config.rules import RuleVersion
+from tenantcost.timefmt import iso_z_seconds
 from tenantcost.usage_source import is_url
 
 SHORT_HASH = 12
@@ -92,5 +93,5 @@ def collect(
         ],
         rules=[(r.id, r.effective_from.date().isoformat()) for r in rules],
         version=__version__,
-        generated_at=when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        generated_at=iso_z_seconds(when),
     )

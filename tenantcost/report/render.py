@@ -1,10 +1,13 @@
 """Write a report pack: one sheet per client and format, the finance summary, an index.
 
-Templates are jinja2 files in the repository's ``templates/`` folder; a company brands its
-sheets with ``--templates DIR``, whose files take precedence one by one (override only
-``base.html`` or ``report.css`` and keep the rest). HTML is self-contained (CSS inlined, charts
-as inline SVG) so it can be mailed or archived as one file; the PDF is WeasyPrint's rendering
-of the same HTML, so both always show the same figures.
+Templates are jinja2 files shipped inside the package (``tenantcost/templates``, loaded with
+:class:`jinja2.PackageLoader`, so an installed wheel renders without the repository). A company
+brands its sheets with ``--templates DIR``, searched first, file by file: override only
+``base.html`` or ``report.css`` and inherit the rest; a user template may still extend the
+package's own under the ``tenantcost/`` prefix (``{% extends "tenantcost/base.html" %}``).
+HTML is self-contained (CSS inlined, charts as inline SVG) so it can be mailed or archived as
+one file; the PDF is WeasyPrint's rendering of the same HTML, so both always show the same
+figures. Markdown escapes every value (:mod:`tenantcost.report.markdown`).
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ import jinja2
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tenantcost.errors import InputError
+from tenantcost.errors import InputError, InternalError
+from tenantcost.report import markdown as md
 from tenantcost.report.display import format_share, format_units
 from tenantcost.report.pack import ReportPack
 from tenantcost.report.privacy import Redactor
@@ -30,7 +34,10 @@ from tenantcost.report.sheet import ClientSheet, build_sheet, period_view, slug
 from tenantcost.report.summary import FinanceSummary, build_summary
 
 FORMATS = ("html", "pdf", "md")
-DEFAULT_TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
+TEMPLATES_PACKAGE = ("tenantcost", "templates")
+"""Package and folder of the default templates (package data, in the wheel and the sdist)."""
+PACKAGE_PREFIX = "tenantcost"
+"""``{% extends "tenantcost/base.html" %}`` names the package's template past a user's own."""
 SUMMARY_NAME = "finance-summary"
 CLIENT_DIR = "clients"
 
@@ -60,26 +67,39 @@ def load_weasyprint() -> ModuleType:
     return weasyprint
 
 
-def _md_cell(value: object) -> str:
-    """A Markdown table cell: pipes escaped, line breaks flattened."""
-    return " ".join(str(value).replace("|", "\\|").split())
+def template_loader(user_dir: Path | None) -> jinja2.BaseLoader:
+    """The user's folder (if any), then the package's templates, then ``tenantcost/<name>``.
+
+    A :class:`~jinja2.ChoiceLoader` takes each name from the first loader that has it, so a
+    folder holding only ``base.html`` changes the frame of every page and inherits the rest.
+    """
+    try:
+        package = jinja2.PackageLoader(*TEMPLATES_PACKAGE)
+    except ValueError as exc:  # the package folder is missing: a broken installation
+        raise InternalError(
+            f"tenantcost's report templates are missing ({exc}); reinstall it"
+        ) from None
+    loaders: list[jinja2.BaseLoader] = []
+    if user_dir is not None:
+        loaders.append(jinja2.FileSystemLoader(str(user_dir)))
+    loaders += [package, jinja2.PrefixLoader({PACKAGE_PREFIX: package})]
+    return jinja2.ChoiceLoader(loaders)
 
 
 def environment(kind: str, user_dir: Path | None) -> jinja2.Environment:
-    """A jinja2 environment over the user's folder (if any), then the default templates."""
-    folders = [str(user_dir)] if user_dir is not None else []
-    if not DEFAULT_TEMPLATES.is_dir():
-        raise InputError(f"the default templates folder is missing: {DEFAULT_TEMPLATES}")
-    folders.append(str(DEFAULT_TEMPLATES))
+    """A jinja2 environment for ``html`` (HTML-escaped) or ``md`` (Markdown-escaped) output."""
+    markdown = kind == "md"
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(folders),
+        loader=template_loader(user_dir),
         autoescape=kind == "html",
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        finalize=md.escape if markdown else None,
     )
-    env.filters["cell"] = _md_cell
+    if markdown:
+        env.filters.update(md.FILTERS)
     return env
 
 

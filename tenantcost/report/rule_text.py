@@ -52,12 +52,21 @@ def _match(match: dict[str, str | list[str]]) -> str:
 
 
 def _key_phrase(key: Key, client: str, where: str = "on the service") -> str:
+    """How ``key`` splits a pool, for ``client``. Keys whose parts are fixed by contract rather
+    than measured (``even``, weights) say that a part tells the others' parts: that is the
+    contract, not something the sheet gives away."""
     if isinstance(key, WeightsKey):
         mine = key.weights.get(client)
         yours = f"your weight is {mine:g}" if mine is not None else "you have no weight in it"
-        return f"by fixed contractual weights ({yours})"
+        return (
+            f"by fixed contractual weights ({yours}); by contract, each active client's part "
+            "is in proportion to its weight, so your part and the weights give the others' parts"
+        )
     if key == EVEN:
-        return f"in equal parts among the clients with usage {where} in each hour"
+        return (
+            f"in equal parts among the clients with usage {where} in each hour; by contract, "
+            "every such client pays the same part of that hour's cost as you"
+        )
     label = key_label(key)
     return (
         f"by {label} (usage column {key}): each client's {label} as a share of all {label} "

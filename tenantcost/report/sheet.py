@@ -3,6 +3,15 @@
 The sheet shows the client's own figures and aggregates of the cluster, never another client:
 lines and charts are filtered to the client, the key comparison shows only this client's
 amount under each key, and free text is redacted (:mod:`tenantcost.report.privacy`).
+
+An aggregate over few clients is another client's figure in disguise: with two clients on a
+source, the pool's measure minus the reader's own *is* the other's usage. So a pool's figures
+(total measure, cost, the reader's share, its unattributed part) appear only where every
+window of the period split the pool among at least ``privacy.min_pool_clients`` clients
+(``AllocationResult.pool_clients``); otherwise the line keeps the reader's own measure, amount
+and unit cost and says why the rest is withheld. The cluster aggregates of section 3 (the cost
+meant for clients, the unattributed total) follow the same rule with the number of clients of
+the period: their sum minus the reader's total is the others' sum.
 """
 
 from __future__ import annotations
@@ -28,9 +37,10 @@ from tenantcost.report.display import (
     unit_basis,
 )
 from tenantcost.report.pack import ReportPack
-from tenantcost.report.privacy import Redactor
+from tenantcost.report.privacy import Redactor, too_few_clients, withheld_pools
 from tenantcost.report.provenance import Provenance
 from tenantcost.report.rule_text import Scope, scope
+from tenantcost.timefmt import iso_z
 from tenantcost.writers.json_output import client_lines
 
 KIND_ORDER = {"shared": 0, "external": 1, "direct": 2, "idle": 3}
@@ -43,8 +53,9 @@ KIND_LABELS = {
 
 
 @dataclass(frozen=True)
-class Period:
-    """The period as shown: its label, bounds and how much data it held."""
+class PeriodView:
+    """The period as shown (a display model of ``tenantcost.windows.Period``): its label,
+    bounds and how much data it held."""
 
     label: str
     is_month: bool
@@ -54,6 +65,10 @@ class Period:
     windows: int
     coverage: str
     """Says how much of the period the cost data covers, when not all of it; else empty."""
+
+
+WITHHELD = "withheld"
+"""What a sheet shows in place of a figure that would reveal other clients' figures."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +83,8 @@ class SheetLine:
     amount: str
     unit_cost: str
     unit_basis: str
+    withheld: bool = False
+    """Whether the pool's figures (total measure, share, source cost) are withheld."""
 
 
 @dataclass(frozen=True)
@@ -115,9 +132,14 @@ class NoticeView:
 @dataclass(frozen=True)
 class UnattributedView:
     client_bound: str
+    """The cost meant for clients (every client's lines and the unattributed cost); empty
+    when withheld."""
     total: str
+    """The unattributed total; empty when withheld."""
     share: str
     rows: list[Row]
+    note: str = ""
+    """Why figures of this section are withheld; empty when none is."""
 
 
 @dataclass(frozen=True)
@@ -128,7 +150,7 @@ class ClientSheet:
     slug: str
     currency: str
     places: int
-    period: Period
+    period: PeriodView
     total: str
     lines: list[SheetLine]
     sources_chart: str
@@ -137,15 +159,18 @@ class ClientSheet:
     confidence: ConfidenceView
     notices: list[NoticeView]
     provenance: Provenance
+    min_pool_clients: int = 1
+    withheld_note: str = ""
+    """Why some lines' pool figures are withheld; empty when every line shows them."""
 
 
-def period_view(pack: ReportPack) -> Period:
+def period_view(pack: ReportPack) -> PeriodView:
     base = pack.base
-    return Period(
+    return PeriodView(
         label=period_label(base.period.start, base.period.end),
         is_month=len(period_label(base.period.start, base.period.end)) == 7,
-        start=base.period.start.isoformat().replace("+00:00", "Z"),
-        end=base.period.end.isoformat().replace("+00:00", "Z"),
+        start=iso_z(base.period.start),
+        end=iso_z(base.period.end),
         hours=format_measure(base.hours),
         windows=base.windows,
         coverage=(
@@ -171,7 +196,19 @@ def pools(pack: ReportPack) -> pd.Series:
     return parts.groupby(["kind", "source", "key"], observed=True)["amount"].sum().astype("int64")
 
 
-def _lines(pack: ReportPack, mine: pd.DataFrame, pool: pd.Series) -> tuple[list[SheetLine], str]:
+def withheld_note(threshold: int, kind: str = "source") -> str:
+    """The sheet's short reason for a withheld figure."""
+    return (
+        f"Withheld: fewer than {threshold} clients used this {kind} in at least one hour of "
+        "the period, so its totals (total measure, source cost, your share of it, its "
+        "unattributed part) would reveal other clients' usage and cost. Your own measure, "
+        "amount and unit cost (your amount over your measure) are shown in full."
+    )
+
+
+def _lines(
+    pack: ReportPack, mine: pd.DataFrame, pool: pd.Series, hidden: set[tuple[str, str, str]]
+) -> tuple[list[SheetLine], str]:
     mine = mine.assign(order=mine["kind"].map(KIND_ORDER)).sort_values(
         ["order", "source", "key"], kind="mergesort"
     )
@@ -187,22 +224,26 @@ def _lines(pack: ReportPack, mine: pd.DataFrame, pool: pd.Series) -> tuple[list[
         share = line.share if keyed else (1.0 if line.kind == "direct" else math.nan)
         if line.kind == "idle" and pool_amount:
             share = line.amount / pool_amount
+        hide = line.kind != "direct" and (str(line.kind), str(line.source), str(line.key)) in hidden
         out.append(
             SheetLine(
                 source=str(line.source),
                 kind=KIND_LABELS.get(str(line.kind), str(line.kind)),
                 key=key_label(str(line.key)) if line.key else "-",
                 measure=format_measure(line.measure) if keyed else "-",
-                total_measure=format_measure(line.total_measure) if keyed else "-",
-                share=format_share(share),
+                total_measure=format_measure(line.total_measure) if keyed and not hide else "-",
+                share=WITHHELD if hide else format_share(share),
                 pool=(
-                    format_amount(int(pool_amount), pack.places)
+                    WITHHELD
+                    if hide
+                    else format_amount(int(pool_amount), pack.places)
                     if pool_amount is not None and line.kind != "direct"
                     else "-"
                 ),
                 amount=amount,
                 unit_cost=rate,
                 unit_basis=basis[0] if basis is not None and rate != "-" else "",
+                withheld=hide,
             )
         )
     return out, total
@@ -291,20 +332,44 @@ def _notices(
     return out
 
 
-def _unattributed(pack: ReportPack, redact: Redactor) -> UnattributedView:
+def _unattributed(
+    pack: ReportPack, redact: Redactor, hidden: set[tuple[str, str, str]]
+) -> UnattributedView:
+    """Section 3. A row of a withheld pool is withheld (pool cost minus its unattributed part
+    is the clients' part); the total is withheld with any row (total minus the rows shown is
+    the row); the cost meant for clients and the share are withheld unless the period had
+    ``min_pool_clients`` clients (that cost minus the unattributed minus the reader's total
+    is the other clients' sum)."""
+    threshold = pack.inputs.ruleset.privacy.min_pool_clients
     items = unattributed_summary(pack.base)
     amounts, total = format_column([int(i["amount"]) for i in items], pack.places)
+    hidden_pools = {(kind, source) for kind, source, _ in hidden}
+    hide = [(str(i["kind"]), str(i["source"])) in hidden_pools for i in items]
     unattributed = sum(int(i["amount"]) for i in items)
     bound = int(pack.base.lines["amount"].sum()) + unattributed
+    few = too_few_clients(pack.base, threshold)
     rows = [
-        Row(redact(f"{i['source']} ({i['kind']})"), amount, str(i["cause"]))
-        for i, amount in zip(items, amounts, strict=True)
+        Row(redact(f"{i['source']} ({i['kind']})"), WITHHELD if h else amount, str(i["cause"]))
+        for i, amount, h in zip(items, amounts, hide, strict=True)
     ]
+    notes = []
+    if any(hide):
+        notes.append(
+            f"The unattributed part of a source that fewer than {threshold} clients used in "
+            "some hour is withheld, and with it the total: with the source's cost, it would "
+            "reveal what the other clients were charged."
+        )
+    if few:
+        notes.append(
+            f"The cost meant for all clients is withheld: this period had fewer than "
+            f"{threshold} clients, so that sum minus your total would reveal the others'."
+        )
     return UnattributedView(
-        client_bound=format_amount(bound, pack.places),
-        total=total,
-        share=format_share(unattributed / bound) if bound else "-",
+        client_bound="" if few else format_amount(bound, pack.places),
+        total="" if any(hide) else total,
+        share="" if few or any(hide) else (format_share(unattributed / bound) if bound else "-"),
         rows=rows,
+        note=" ".join(notes),
     )
 
 
@@ -321,7 +386,9 @@ def build_sheet(pack: ReportPack, client: str, file_slug: str | None = None) -> 
     redact = Redactor(pack.known_clients, me=client)
     grouped = client_lines(pack.base)
     mine = grouped[grouped["client"] == client] if not grouped.empty else grouped
-    lines, total = _lines(pack, mine, pools(pack))
+    threshold = pack.inputs.ruleset.privacy.min_pool_clients
+    hidden = withheld_pools(pack.base, threshold)
+    lines, total = _lines(pack, mine, pools(pack), hidden)
     chart = bar_chart(
         "sources-chart",
         "Your cost by source",
@@ -353,8 +420,10 @@ def build_sheet(pack: ReportPack, client: str, file_slug: str | None = None) -> 
         lines=[SheetLine(**{**line.__dict__, "source": redact(line.source)}) for line in lines],
         sources_chart=chart,
         scope=scope(pack.base, client, redact),
-        unattributed=_unattributed(pack, redact),
+        unattributed=_unattributed(pack, redact, hidden),
         confidence=_confidence(pack, client, pack.confidence[client]),
         notices=_notices(pack, pack.changes, client, redact),
         provenance=provenance,
+        min_pool_clients=threshold,
+        withheld_note=withheld_note(threshold) if any(line.withheld for line in lines) else "",
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tenantcost.config.rules import describe_key
+from tenantcost.kinds import CascadeKind
 from tenantcost.money import MINOR_UNIT_EXPONENT, round_for_display
 from tenantcost.reconcile import cascade, residual_summary, unattributed_summary
 from tenantcost.report.charts import Step, waterfall
@@ -24,7 +25,7 @@ from tenantcost.report.display import (
 from tenantcost.report.figures import adjusted
 from tenantcost.report.pack import ReportPack
 from tenantcost.report.provenance import Provenance
-from tenantcost.report.sheet import Period, Row, period_view
+from tenantcost.report.sheet import PeriodView, Row, period_view
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class FinanceSummary:
 
     currency: str
     places: int
-    period: Period
+    period: PeriodView
     cascade: list[CascadeRow]
     reference_total: str
     reference_detail: str
@@ -165,7 +166,7 @@ def build_summary(pack: ReportPack, client_files: dict[str, str]) -> FinanceSumm
     idle = next(i for i in residual_summary(base) if i["class"] == "idle")
     before = int(idle["before_distribution"])
     kinds = [(line.kind, line.label) for line in casc.lines]
-    left = shown.cascade[kinds.index(("residual", "idle"))]
+    left = shown.cascade[kinds.index((CascadeKind.RESIDUAL, "idle"))]
     distributed = round_for_display([int(idle["distributed"])], pack.places)[0]
     idle_rows = [
         Row("distributed to clients", format_units(distributed, pack.places)),

@@ -10,7 +10,8 @@ from typing import Any
 
 import pandas as pd
 
-from tenantcost.allocate import AllocationResult
+from tenantcost.result import AllocationResult
+from tenantcost.timefmt import iso_z
 from tenantcost.writers.json_output import money_header
 from tenantcost.writers.text import money, render_table
 
@@ -35,8 +36,8 @@ def compare_document(results: dict[str, AllocationResult]) -> dict[str, Any]:
         "currency": first.currency,
         "money": money_header(first.currency),
         "period": {
-            "start": first.period.start.isoformat().replace("+00:00", "Z"),
-            "end": first.period.end.isoformat().replace("+00:00", "Z"),
+            "start": iso_z(first.period.start),
+            "end": iso_z(first.period.end),
         },
         "keys": keys,
         "pool_total": {k: r.pool_total() for k, r in results.items()},

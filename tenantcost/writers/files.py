@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from tenantcost.allocate import AllocationResult
 from tenantcost.errors import InputError
+from tenantcost.kinds import Detail
 from tenantcost.money import micros_to_decimal_strings
 from tenantcost.reconcile import residual_summary
+from tenantcost.result import AllocationResult
+from tenantcost.timefmt import ISO_Z_FORMAT
 from tenantcost.writers.json_output import reconciliation_document
 
 
@@ -41,19 +43,20 @@ def write_outputs(result: AllocationResult, out: Path) -> list[Path]:
     """Write clients.csv, residual.csv, residual_by_window.csv, unattributed.csv,
     exclusions.csv and reconciliation.json into ``out``; return the paths written.
 
-    ``lines.csv`` (one row per client, source and window) is streamed by the allocation itself
-    when it runs with ``lines_out``; only a window-level result writes it here.
+    ``lines.csv`` (one row per client, source and window) is streamed chunk by chunk while
+    the allocation runs with ``lines_out`` (``tenantcost.writers.lines_csv``); only a
+    window-level result writes it here.
     """
     prepare_out_dir(out)
     written: list[Path] = []
 
     def csv(name: str, frame: pd.DataFrame) -> None:
         path = out / name
-        with_decimal_amount(frame).to_csv(path, index=False, date_format="%Y-%m-%dT%H:%M:%SZ")
+        with_decimal_amount(frame).to_csv(path, index=False, date_format=ISO_Z_FORMAT)
         written.append(path)
 
     csv("clients.csv", result.client_totals().assign(currency=result.currency))
-    if result.detail == "window":
+    if result.detail == Detail.WINDOW:
         csv("lines.csv", result.lines)
     elif (out / "lines.csv").exists():
         written.append(out / "lines.csv")

@@ -11,8 +11,8 @@ from typing import Any
 import pandas as pd
 
 from tenantcost import __version__
-from tenantcost.allocate import AllocationResult
 from tenantcost.config.rules import describe_key
+from tenantcost.kinds import LineKind
 from tenantcost.money import MINOR_UNIT_EXPONENT
 from tenantcost.reconcile import (
     cascade,
@@ -20,10 +20,8 @@ from tenantcost.reconcile import (
     residual_summary,
     unattributed_summary,
 )
-
-
-def _iso(ts: pd.Timestamp) -> str:
-    return ts.isoformat().replace("+00:00", "Z")
+from tenantcost.result import AllocationResult
+from tenantcost.timefmt import iso_z
 
 
 def money_header(currency: str) -> dict[str, Any]:
@@ -54,7 +52,7 @@ def client_lines(result: AllocationResult) -> pd.DataFrame:
     )
     # A period share is the client's measure over the pool's measure in the windows it used.
     grouped["share"] = grouped["measure"] / grouped["total_measure"]
-    direct = grouped["kind"] == "direct"
+    direct = grouped["kind"] == LineKind.DIRECT
     grouped.loc[direct, ["measure", "total_measure"]] = float("nan")
     grouped.loc[direct, "share"] = 1.0
     return grouped
@@ -136,7 +134,7 @@ def reconciliation_document(result: AllocationResult) -> dict[str, Any]:
         "tenantcost_version": __version__,
         "currency": result.currency,
         "money": money_header(result.currency),
-        "period": {"start": _iso(result.period.start), "end": _iso(result.period.end)},
+        "period": {"start": iso_z(result.period.start), "end": iso_z(result.period.end)},
         "rules": rules_in_force(result),
         "key_override": result.key_override,
         "reference_total": result.reference_total,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tenantcost.allocate import AllocationResult
 from tenantcost.money import MINOR_UNIT_EXPONENT, format_amount
 from tenantcost.reconcile import Cascade
+from tenantcost.result import AllocationResult
 
 
 def money(micros: int) -> str:

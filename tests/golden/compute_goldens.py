@@ -27,9 +27,10 @@ Conventions (the contract the engine must meet):
   to each client's attributed amount in the window (shared + external + direct). idle even: equal
   weights over the clients whose attributed amount in the window is > 0.
 
-The engine computes quotas in float64 as ``P * (w / W)`` then floors. The script also emulates
-that float computation (for every summation order of W) and records whether it ever differs from
-the exact result (``float64_check`` in each JSON file).
+The engine computes ``floor(P * w / W)`` and the remainders exactly in 128-bit integers (earlier
+versions used float64, ``P * (w / W)``). The script still emulates that float computation (for
+every summation order of W) and records whether it ever differs from the exact result
+(``float64_check`` in each JSON file): on these examples it never did.
 """
 
 from __future__ import annotations

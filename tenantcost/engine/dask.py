@@ -2,9 +2,10 @@
 
 Every chunk is one task: the worker opens its own DuckDB connection, reads that chunk's usage
 from paths it can reach (local paths shared with the client, or fsspec URLs such as s3://),
-splits it with exactly the code the local engine runs (:func:`tenantcost.allocate.
-process_chunk`), and sends back only per-client sums. The client folds the chunks in time
-order, so results are identical to the local engine to the unit.
+splits it with exactly the code the local engine runs
+(:func:`tenantcost.engine.chunks.process_chunk`), and sends back only per-client sums. The
+client folds the chunks in time order, so results are identical to the local engine to the
+unit.
 
 Only the small per-chunk tables (pools, specs, cost windows) travel with a task; usage files
 are never shipped from the client. In-memory usage (a CSV file or Prometheus) is small by
@@ -18,7 +19,7 @@ from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any
 
-from tenantcost.allocate import ChunkOutput, ChunkTask, process_chunk
+from tenantcost.engine.chunks import ChunkOutput, ChunkTask, process_chunk
 from tenantcost.errors import InputError
 from tenantcost.split import connect
 from tenantcost.usage_source import UsageSource

@@ -1,0 +1,244 @@
+"""The commands: each declares its own options and hands over to the run sequence.
+
+Heavy modules (pandas, DuckDB, the readers, the report renderer) are imported inside each
+command, so ``tenantcost --help`` and ``check-config`` start in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tenantcost import __version__
+from tenantcost.cli.shell import (
+    ConfigOpt,
+    FromOpt,
+    KeyOpt,
+    MonthOpt,
+    OpenCostUrlOpt,
+    ResponsesOutOpt,
+    RunOptions,
+    StepOpt,
+    ToOpt,
+    UsageOpt,
+    app,
+    command,
+    run_options,
+)
+
+TableJsonOpt = Annotated[str, typer.Option("--format", help="table (default) or json.")]
+
+
+@command("allocate")
+@run_options()
+def allocate_command(
+    options: RunOptions,
+    key: KeyOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="table (default), json or csv.")] = "table",
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Also write clients.csv, lines.csv, residual.csv, unattributed.csv, "
+            "exclusions.csv and reconciliation.json into this folder (and, with the OpenCost "
+            "API, the raw responses into its responses/ folder).",
+        ),
+    ] = None,
+) -> None:
+    """Split the period's costs over clients and print per-client totals and the cascade."""
+    from tenantcost.cli import run
+
+    run.allocate(options, key, fmt)
+
+
+@command("compare")
+@run_options()
+def compare_command(
+    options: RunOptions,
+    keys: Annotated[
+        str, typer.Option("--keys", help="Comma-separated keys, e.g. requests,cpu_seconds.")
+    ],
+    fmt: TableJsonOpt = "table",
+    out: ResponsesOutOpt = None,
+) -> None:
+    """Show each client's amount under each key and the change relative to the first key."""
+    from tenantcost.cli import run
+
+    run.compare(options, keys, fmt)
+
+
+@command("reconcile")
+@run_options()
+def reconcile_command(
+    options: RunOptions,
+    key: KeyOpt = None,
+    fmt: TableJsonOpt = "table",
+    out: ResponsesOutOpt = None,
+) -> None:
+    """Print the reconciliation cascade; exit 1 unless the gap is exactly zero."""
+    from tenantcost.cli import run
+
+    run.reconcile(options, key, fmt)
+
+
+@command("report")
+@run_options(engine=False)
+def report_command(
+    options: RunOptions,
+    out: Annotated[Path, typer.Option("--out", help="Folder to write the report pack into.")],
+    client: Annotated[
+        list[str] | None,
+        typer.Option("--client", help="Only this client's sheet; repeat for several."),
+    ] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help="Comma list of html, pdf, md (default: all three).")
+    ] = "html,pdf,md",
+    templates: Annotated[
+        Path | None,
+        typer.Option(
+            "--templates",
+            help="Folder of jinja2 templates that replace the default ones file by file "
+            "(base.html, report.css, client_sheet.html, ...), to brand the sheets.",
+        ),
+    ] = None,
+    decimals: Annotated[
+        int | None,
+        typer.Option(
+            "--decimals",
+            min=0,
+            max=6,
+            help="Decimals shown. Default: the currency's, more when a client's total would "
+            "show fewer than two significant digits.",
+        ),
+    ] = None,
+) -> None:
+    """Per-client cost sheets, a finance summary and an index (HTML, PDF, Markdown)."""
+    from tenantcost.cli import run
+
+    run.report(options, client, fmt, templates, decimals)
+
+
+@command("collect")
+def collect_command(
+    opencost_url: OpenCostUrlOpt = None,
+    start: FromOpt = None,
+    end: ToOpt = None,
+    month: MonthOpt = None,
+    step: StepOpt = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Write the raw responses (responses/*.json, responses/requests.tsv) and the "
+            "canonical cost table costs.csv into this folder.",
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="Rule file whose sources.opencost gives the URL and the request settings.",
+        ),
+    ] = None,
+) -> None:
+    """Read a period's costs from the OpenCost Allocation API; save them with --out."""
+    from tenantcost.cli import run
+
+    run.collect(opencost_url, run.resolve_period(month, start, end), step, out, config)
+
+
+@command("check-config")
+def check_config_command(
+    config: Annotated[Path, typer.Argument(help="The YAML rule file to validate.")],
+    usage: UsageOpt = None,
+) -> None:
+    """Validate a rule file (and, with --usage, its keys and services against the data)."""
+    from collections import Counter
+
+    from tenantcost.config.rules import load_rules
+
+    ruleset = load_rules(config)
+    if usage:
+        from tenantcost.cli.run import check_usage
+
+        check_usage(ruleset, config, usage)
+    for version in ruleset.rules:
+        counts = Counter(w.class_ for w in version.workloads).most_common()
+        summary = ", ".join(f"{n} {c}" for c, n in counts)
+        typer.echo(
+            f"{version.id}: from {version.effective_from.date()}, {len(version.workloads)} "
+            f"workload entries ({summary}), {len(version.external)} external, idle "
+            f"{version.idle}, unmatched {version.unmatched}"
+        )
+    typer.echo(f"{config}: ok ({len(ruleset.rules)} rule version(s), currency {ruleset.currency})")
+
+
+@command("schema")
+def schema_command() -> None:
+    """Print the rule file's JSON Schema (for editors that complete and validate YAML)."""
+    from tenantcost.config.schema import rules_schema
+
+    typer.echo(json.dumps(rules_schema(), indent=2))
+
+
+@command("podcost")
+def podcost_command(
+    pods: Annotated[
+        Path,
+        typer.Option(
+            "--pods",
+            help="Pod usage CSV/Parquet: window_start, window_end, node, namespace, "
+            "controller_kind, controller, pod, cpu_request, cpu_usage, memory_request_gib, "
+            "memory_usage_gib.",
+        ),
+    ],
+    config: ConfigOpt,
+    nodes: Annotated[
+        Path | None,
+        typer.Option(
+            "--nodes",
+            help="Node prices CSV/Parquet: node, pool, vcpu, memory_gib, allocatable_vcpu, "
+            "allocatable_memory_gib, hourly_price (amortized net). Not needed with unit_prices.",
+        ),
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table (default), json or csv.")] = "table",
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write the output to this file.")
+    ] = None,
+) -> None:
+    """Workload costs from node prices (the OpenCost cost model, built in).
+
+    The CSV output is a canonical cost file: `tenantcost allocate --costs FILE` reads it.
+    """
+    from tenantcost.podcost import podcost_from_files, write_podcost
+
+    frame = podcost_from_files(nodes, pods, config)
+    rendered = write_podcost(frame, fmt, out)
+    if out is None:
+        typer.echo(rendered, nl=False)
+    else:
+        typer.echo(f"wrote {len(frame)} rows to {out}", err=True)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"tenantcost {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_version_callback,
+            is_eager=True,
+            help="Show the version and exit.",
+        ),
+    ] = False,
+) -> None:
+    """tenantcost: per-client Kubernetes cost, reconciled."""

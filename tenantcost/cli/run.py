@@ -1,0 +1,284 @@
+"""The one run sequence of the allocating commands, and what each prints.
+
+load the inputs (:func:`tenantcost.inputs.load_inputs`) -> open the chunk engine -> allocate
+(:func:`tenantcost.allocate.allocate_stream`) -> check the cascade. A cascade that does not
+close is an :class:`~tenantcost.errors.InternalError` (exit 3): no figure that does not add
+up is printed as a result. Only ``reconcile``, the auditing command, prints such a cascade
+and exits 1.
+
+This module imports the heavy libraries; the command definitions import it only when run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import typer
+
+from tenantcost.allocate import AllocationResult, allocate_stream
+from tenantcost.cli.shell import RunOptions
+from tenantcost.collect import RESPONSES_FOLDER, collect_summary, collect_to_folder, opencost_source
+from tenantcost.config.rules import RuleSet, load_rules
+from tenantcost.engine import Engine
+from tenantcost.errors import InputError
+from tenantcost.inputs import Inputs, load_inputs
+from tenantcost.progress import chunk_progress
+from tenantcost.reconcile import Cascade, cascade, require_closed
+from tenantcost.split import connect
+from tenantcost.usage_source import is_url, open_usage
+from tenantcost.windows import Period
+from tenantcost.writers.compare import compare_document, compare_table
+from tenantcost.writers.files import prepare_out_dir, with_decimal_amount, write_outputs
+from tenantcost.writers.json_output import reconciliation_document, result_document
+from tenantcost.writers.text import cascade_table, clients_table, header, money, sources_table
+
+
+def resolve_period(month: str | None, start: str | None, end: str | None) -> Period | None:
+    """``--month`` or ``--from``/``--to`` (both or neither); ``None``: the cost data's span."""
+    if month and (start or end):
+        raise InputError("give either --month or --from/--to, not both")
+    if month:
+        return Period.month(month)
+    if start or end:
+        if not (start and end):
+            raise InputError("--from and --to go together")
+        return Period.between(start, end)
+    return None
+
+
+def parse_chunk(text: str) -> pd.Timedelta | None:
+    """``auto`` (None: sized by the usage row count) or a positive duration."""
+    if text == "auto":
+        return None
+    try:
+        chunk = pd.Timedelta(text)
+    except ValueError:
+        raise InputError(f"--chunk: not a duration: '{text}' (for example 1D or 6h)") from None
+    if chunk <= pd.Timedelta(0):
+        raise InputError(f"--chunk: must be positive, got '{text}'")
+    return chunk
+
+
+@contextmanager
+def open_engine(engine: str, scheduler: str | None, workers: int | None) -> Iterator[Engine | None]:
+    """The chunk engine the options ask for (None = local), closed after the command."""
+    if engine not in ("local", "dask"):
+        raise InputError(f"--engine: expected local or dask, got '{engine}'")
+    if engine == "local":
+        if scheduler or workers:
+            raise InputError("--scheduler and --workers need --engine dask")
+        yield None
+        return
+    if scheduler and workers:
+        raise InputError("give either --scheduler (existing cluster) or --workers (local one)")
+    from tenantcost.engine.dask import DaskEngine
+
+    with DaskEngine(scheduler=scheduler, workers=workers) as dask_engine:
+        yield dask_engine
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """One allocation and its cascade."""
+
+    result: AllocationResult
+    cascade: Cascade
+
+
+@dataclass(frozen=True)
+class Run:
+    """A command's loaded inputs, period and engine: allocate as often as it needs."""
+
+    inputs: Inputs
+    period: Period | None
+    chunk: pd.Timedelta | None
+    engine: Engine | None
+
+    def allocate(
+        self, key: str | None = None, *, lines_out: Path | None = None, audit: bool = False
+    ) -> Allocation:
+        """Allocate chunk by chunk (period-level lines); unless ``audit``, a cascade that
+        does not close raises :class:`~tenantcost.errors.InternalError`."""
+        with chunk_progress("allocating") as progress:
+            result = allocate_stream(
+                self.inputs.costs,
+                self.inputs.usage,
+                self.inputs.ruleset,
+                key=key,
+                period=self.period,
+                detail="period",
+                chunk=self.chunk,
+                lines_out=lines_out,
+                progress=progress,
+                rules_origin=str(self.inputs.config),
+                con=self.inputs.con,
+                engine=self.engine,
+            )
+        casc = cascade(result)
+        return Allocation(result, casc if audit else require_closed(casc))
+
+
+@contextmanager
+def opened(options: RunOptions) -> Iterator[Run]:
+    """The run sequence's start: resolve the period, load the inputs, open the engine."""
+    period = resolve_period(options.month, options.start, options.end)
+    chunk = parse_chunk(options.chunk)
+    inputs = load_inputs(
+        options.config,
+        options.costs,
+        options.usage,
+        opencost_url=options.opencost_url,
+        step=options.step,
+        period=period,
+        out=options.out,
+    )
+    with open_engine(options.engine, options.scheduler, options.workers) as engine:
+        yield Run(inputs, period, chunk, engine)
+
+
+def check_format(fmt: str, allowed: tuple[str, ...]) -> str:
+    if fmt not in allowed:
+        raise InputError(f"--format: expected one of {', '.join(allowed)}, got '{fmt}'")
+    return fmt
+
+
+def _reference_detail(result: AllocationResult) -> str:
+    return f"costs {money(result.cost_total)} + external {money(result.external_total)}"
+
+
+def _responses_saved(inputs: Inputs, out: Path | None) -> None:
+    """``--out`` of compare/reconcile only saves API responses: refuse it with files."""
+    if out is None:
+        return
+    if inputs.cost_input.source is None:
+        raise InputError("--out saves OpenCost API responses, but the costs came from files")
+    count = len(inputs.cost_input.paths)
+    typer.echo(f"saved {count} OpenCost response(s) to {out / RESPONSES_FOLDER}", err=True)
+
+
+def allocate(options: RunOptions, key: str | None, fmt: str) -> None:
+    """``allocate``: totals, sources and cascade (or JSON/CSV); files with ``--out``."""
+    check_format(fmt, ("table", "json", "csv"))
+    out = options.out
+    with opened(options) as run:
+        lines_out = None
+        if out is not None:
+            prepare_out_dir(out)
+            lines_out = out / "lines.csv"  # window-level lines, streamed chunk by chunk
+        allocation = run.allocate(key, lines_out=lines_out)
+    result, casc = allocation.result, allocation.cascade
+    if fmt == "json":
+        typer.echo(json.dumps(result_document(result), indent=2))
+    elif fmt == "csv":
+        totals = result.client_totals().assign(currency=result.currency)
+        typer.echo(with_decimal_amount(totals).to_csv(index=False), nl=False)
+    else:
+        typer.echo(header(result))
+        typer.echo("")
+        typer.echo(clients_table(result))
+        typer.echo("")
+        typer.echo(sources_table(result))
+        typer.echo("")
+        typer.echo(cascade_table(casc, result.currency, _reference_detail(result)))
+    if out is not None:
+        written = write_outputs(result, out)
+        typer.echo(f"wrote {len(written)} files to {out}", err=True)
+
+
+def compare(options: RunOptions, keys: str, fmt: str) -> None:
+    """``compare``: each client under each key."""
+    check_format(fmt, ("table", "json"))
+    key_list = [k.strip() for k in keys.split(",") if k.strip()]
+    if len(key_list) < 2:
+        raise InputError(f"--keys: give at least two keys separated by commas, got '{keys}'")
+    with opened(options) as run:
+        _responses_saved(run.inputs, options.out)
+        results = {k: run.allocate(k).result for k in key_list}
+    if fmt == "json":
+        typer.echo(json.dumps(compare_document(results), indent=2))
+    else:
+        typer.echo(compare_table(results))
+
+
+def reconcile(options: RunOptions, key: str | None, fmt: str) -> None:
+    """``reconcile``: the cascade, audited: exit 1 (not 3) when it does not close."""
+    check_format(fmt, ("table", "json"))
+    with opened(options) as run:
+        _responses_saved(run.inputs, options.out)
+        allocation = run.allocate(key, audit=True)
+    result, casc = allocation.result, allocation.cascade
+    if fmt == "json":
+        typer.echo(json.dumps(reconciliation_document(result), indent=2))
+    else:
+        typer.echo(header(result))
+        typer.echo("")
+        typer.echo(cascade_table(casc, result.currency, _reference_detail(result)))
+    if not casc.closes:
+        typer.echo(f"error: the cascade does not close: gap {casc.gap} micro-units", err=True)
+        raise typer.Exit(1)
+
+
+def report(
+    options: RunOptions,
+    clients: list[str] | None,
+    fmt: str,
+    templates: Path | None,
+    decimals: int | None,
+) -> None:
+    """``report``: the pack around the main run, through the same inputs and core."""
+    from tenantcost.report import build_pack, parse_formats, write_pack
+
+    formats = parse_formats(fmt)
+    out = options.out
+    assert out is not None  # --out is required by the command
+    with opened(options) as run:
+        pack = build_pack(run.inputs, run.allocate().result, clients=clients, places=decimals)
+    written = write_pack(pack, out, formats, templates=templates)
+    typer.echo(
+        f"wrote {len(written)} files for {len(pack.clients)} client(s) to {out} "
+        f"(open {out / 'index.html'})",
+        err=True,
+    )
+
+
+def collect(
+    opencost_url: str | None,
+    period: Period | None,
+    step: str | None,
+    out: Path | None,
+    config: Path | None,
+) -> None:
+    """``collect``: ask the OpenCost API for a period; save its responses with ``--out``."""
+    ruleset = load_rules(config) if config is not None else None
+    source = opencost_source(ruleset, opencost_url, step)
+    if source is None:
+        raise InputError(
+            "no OpenCost URL: give --opencost-url, or --config with sources.opencost.url"
+        )
+    if period is None:
+        raise InputError("collect needs a period: give --month or --from/--to")
+    collection, written = collect_to_folder(source, period, out)
+    typer.echo(collect_summary(source, collection))
+    if out is not None:
+        typer.echo(
+            f"wrote {len(written)} files to {out}; read them back with --costs "
+            f"{out / 'costs.csv'} (or --costs {out / RESPONSES_FOLDER}, not both)",
+            err=True,
+        )
+
+
+def check_usage(ruleset: RuleSet, config: Path, usage: list[str]) -> None:
+    """``check-config --usage``: the rule file's keys and services against the usage."""
+    from tenantcost.config.rules import check_against_usage
+
+    con = connect()
+    source = open_usage([p if is_url(p) else Path(p) for p in usage], con)
+    services = source.services(con)
+    check_against_usage(
+        ruleset, source.metrics, services, origin=str(config), usage_origin=source.origin
+    )

@@ -1,0 +1,123 @@
+"""One time chunk of an allocation: its task, its output and the code that runs it.
+
+A chunk is the unit of work of every engine: the local engine runs the chunks one after the
+other in this process, the Dask engine ships each to a worker. Both run exactly
+:func:`process_chunk`, so they give identical results to the unit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import duckdb
+import pandas as pd
+
+from tenantcost.kinds import Detail
+from tenantcost.plan import Plan
+from tenantcost.split import (
+    SplitTables,
+    fetch_lines,
+    fetch_period_lines,
+    fetch_pool_clients,
+    fetch_unattributed,
+    run_split,
+)
+from tenantcost.usage_source import UsageSource
+from tenantcost.windows import align_chunk_usage
+
+
+class LinePartWriter(Protocol):
+    """Writes one chunk's window-level lines where the chunk runs (possibly a Dask worker,
+    so implementations must pickle). ``con`` holds the split's ``lines`` view
+    (``tenantcost.split.run_split``); ``direct_lines`` are the chunk's direct lines, which
+    the split does not see."""
+
+    def __call__(self, con: duckdb.DuckDBPyConnection, direct_lines: pd.DataFrame) -> None: ...
+
+
+class LinesSink(Protocol):
+    """Receives a run's window-level lines chunk by chunk, in time order.
+
+    The core never opens a file: it asks the sink for each chunk's part writer when it
+    builds the tasks, and tells it when a chunk is done (in chunk order), so a sink can
+    assemble the parts (``tenantcost.writers.lines_csv`` writes them to one CSV file).
+    """
+
+    def part(self, index: int) -> LinePartWriter:
+        """The writer chunk ``index`` carries to wherever it runs."""
+        ...
+
+    def chunk_done(self, index: int) -> None:
+        """Chunk ``index`` has run and written its part (called in chunk order)."""
+        ...
+
+
+@dataclass
+class ChunkTask:
+    """One time chunk of an allocation: everything a worker needs besides the usage."""
+
+    index: int
+    start: pd.Timestamp
+    end: pd.Timestamp
+    tables: SplitTables
+    direct_lines: pd.DataFrame
+    cost_windows: pd.DataFrame
+    detail: Detail
+    lines_part: LinePartWriter | None = None
+
+
+@dataclass
+class ChunkOutput:
+    """What one chunk gives back to be folded (small: per-client sums, not usage rows)."""
+
+    index: int
+    lines: pd.DataFrame
+    unattributed: pd.DataFrame
+    usage_rows: int
+    orphans: pd.DataFrame
+    pool_clients: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Per pool source, the fewest clients a window split it among (``fetch_pool_clients``)."""
+
+
+def chunk_tasks(
+    plan: Plan,
+    bounds: list[tuple[pd.Timestamp, pd.Timestamp]],
+    detail: Detail,
+    sink: LinesSink | None,
+) -> list[ChunkTask]:
+    """One task per ``[start, end)`` of ``bounds``, with the plan's tables of its windows."""
+    return [
+        ChunkTask(
+            index=i,
+            start=start,
+            end=end,
+            tables=plan.tables_for(start, end),
+            direct_lines=plan.direct_lines_for(start, end),
+            cost_windows=plan.cost_windows,
+            detail=detail,
+            lines_part=sink.part(i) if sink is not None else None,
+        )
+        for i, (start, end) in enumerate(bounds)
+    ]
+
+
+def process_chunk(
+    con: duckdb.DuckDBPyConnection, source: UsageSource, task: ChunkTask
+) -> ChunkOutput:
+    """Read, validate and split one chunk's usage; return its lines and unattributed cost.
+
+    Runs in the calling process (local engine) or on a Dask worker (the same code, so both
+    engines give identical results to the unit).
+    """
+    usage_rows = source.materialise(con, task.start, task.end)
+    # Usage finer than the costs (hourly usage, daily costs) is rolled up to its cost window;
+    # misaligned usage is an error; usage without any cost window comes back as orphans.
+    orphans = align_chunk_usage(con, source, task.cost_windows)
+    run_split(con, task.tables, "SELECT * FROM chunk_usage", source.metrics)
+    lines = fetch_lines(con) if task.detail == Detail.WINDOW else fetch_period_lines(con)
+    if task.lines_part is not None:
+        task.lines_part(con, task.direct_lines)
+    return ChunkOutput(
+        task.index, lines, fetch_unattributed(con), usage_rows, orphans, fetch_pool_clients(con)
+    )

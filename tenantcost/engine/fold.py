@@ -1,0 +1,187 @@
+"""Fold chunk outputs, in time order, into one allocation result.
+
+Window-level lines are kept as they come (small runs and tests); period lines are summed per
+client and source in batches of :data:`FOLD_ROWS` rows, so memory stays bounded however many
+chunks a period has. Both ways give the same figures: every sum is over int64 micro-units.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import numpy as np
+import pandas as pd
+
+from tenantcost.engine.chunks import ChunkOutput, LinesSink
+from tenantcost.kinds import Detail, LineKind
+from tenantcost.plan import Plan
+from tenantcost.result import AllocationResult
+from tenantcost.split import POOL_CLIENT_COLUMNS
+from tenantcost.tables import (
+    LINE_DTYPES,
+    PERIOD_LINE_COLUMNS,
+    PERIOD_LINE_DTYPES,
+    UNATTRIBUTED_DTYPES,
+    empty_table,
+)
+from tenantcost.windows import warn_usage_without_cost
+
+POOL_CLIENT_DTYPES = {
+    "rule_id": "str", "kind": "str", "source": "str", "key": "str", "min_clients": "int64"
+}  # fmt: skip
+
+FOLD_ROWS = 2_000_000
+"""Per-chunk period lines are folded into the running totals once they pass this many rows."""
+
+
+def fold_period_lines(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """Sum per-chunk period lines into one row per rule, client, source, kind and key."""
+    frames = [p for p in parts if not p.empty]
+    if not frames:
+        return empty_table(PERIOD_LINE_COLUMNS, PERIOD_LINE_DTYPES)
+    lines = pd.concat(frames, ignore_index=True)
+    lines["key"] = lines["key"].fillna("")
+    grouped = (
+        lines.groupby(["rule_id", "client", "source", "kind", "key"], sort=True, observed=True)
+        .agg(
+            window_start=("window_start", "min"),
+            window_end=("window_end", "max"),
+            measure=("measure", "sum"),
+            total_measure=("total_measure", "sum"),
+            amount=("amount", "sum"),
+            windows=("windows", "sum"),
+        )
+        .reset_index()
+    )
+    direct = grouped["kind"] == LineKind.DIRECT
+    grouped.loc[direct, ["measure", "total_measure"]] = np.nan  # no key, no measure
+    grouped["share"] = np.where(direct, 1.0, grouped["measure"] / grouped["total_measure"])
+    out = grouped[PERIOD_LINE_COLUMNS].astype(PERIOD_LINE_DTYPES)
+    return out.sort_values(["client", "kind", "source"], kind="mergesort").reset_index(drop=True)
+
+
+class Fold:
+    """The running state of a run: lines, unattributed cost, usage rows, orphan windows."""
+
+    def __init__(self, plan: Plan, detail: Detail) -> None:
+        self.plan = plan
+        self.detail = detail
+        self.line_parts: list[pd.DataFrame] = []
+        self.running = fold_period_lines([])
+        self.unattributed_parts: list[pd.DataFrame] = [plan.unattributed_direct]
+        self.orphan_count = 0
+        self.orphan_first: pd.Series | None = None
+        self.usage_rows = 0
+        self.pool_client_parts: list[pd.DataFrame] = []
+
+    def add(self, out: ChunkOutput) -> None:
+        """Take in one chunk's output (chunks must come in order)."""
+        self.usage_rows += out.usage_rows
+        if not out.orphans.empty:
+            self.orphan_first = self.orphan_first if self.orphan_count else out.orphans.iloc[0]
+            self.orphan_count += len(out.orphans)
+        self.line_parts.append(out.lines)
+        if self.detail == Detail.PERIOD and sum(len(p) for p in self.line_parts) > FOLD_ROWS:
+            # Fold in batches: bounded memory without a pandas group-by per chunk.
+            self.running = fold_period_lines([self.running, *self.line_parts])
+            self.line_parts = []
+        self.unattributed_parts.append(out.unattributed)
+        if not out.pool_clients.empty:
+            self.pool_client_parts.append(out.pool_clients)
+
+    def lines(self) -> pd.DataFrame:
+        """The chunks' lines and the plan's direct lines, at the run's detail."""
+        direct = self.plan.direct_lines
+        if self.detail == Detail.PERIOD:
+            return fold_period_lines([self.running, *self.line_parts, direct.assign(windows=1)])
+        parts = [p.astype(LINE_DTYPES) for p in self.line_parts if not p.empty]
+        lines = pd.concat([*parts, direct], ignore_index=True).astype(LINE_DTYPES)
+        return lines.sort_values(
+            ["window_start", "client", "kind", "source"], kind="mergesort"
+        ).reset_index(drop=True)
+
+    def unattributed(self) -> pd.DataFrame:
+        """Every chunk's unattributed cost and the plan's direct rows without a client."""
+        parts = [p for p in self.unattributed_parts if not p.empty]
+        return (
+            pd.concat(parts or [self.plan.unattributed_direct], ignore_index=True)
+            .astype(UNATTRIBUTED_DTYPES)
+            .sort_values(["window_start", "source", "cause"], kind="mergesort")
+            .reset_index(drop=True)
+        )
+
+    def pool_clients(self) -> pd.DataFrame:
+        """Per pool source of the period, the fewest clients one window split it among.
+
+        The minimum of the chunks' minima; a source of the plan no chunk split among clients
+        gets 0, so a reader of the table never mistakes a missing row for a large pool.
+        """
+        keys = ["rule_id", "kind", "source", "key"]
+        plan = self.plan.tables
+        idle = plan.idle_pools.assign(
+            kind=LineKind.IDLE.value, source="idle", key=plan.idle_pools["method"]
+        )
+        sources = (
+            pd.concat([plan.pools[keys], idle[keys]], ignore_index=True)
+            .astype(str)
+            .drop_duplicates()
+        )
+        counts = pd.concat(
+            [empty_table(POOL_CLIENT_COLUMNS, POOL_CLIENT_DTYPES), *self.pool_client_parts],
+            ignore_index=True,
+        ).astype(POOL_CLIENT_DTYPES)
+        least = counts.groupby(keys, observed=True)["min_clients"].min().reset_index()
+        out = sources.merge(least, on=keys, how="outer")
+        out["min_clients"] = out["min_clients"].fillna(0)
+        return (
+            out.astype(POOL_CLIENT_DTYPES)
+            .sort_values(keys, kind="mergesort")
+            .reset_index(drop=True)[POOL_CLIENT_COLUMNS]
+        )
+
+    def result(self, chunks: int) -> AllocationResult:
+        """The allocation result of the folded run."""
+        plan = self.plan
+        hours = (plan.cost_windows["window_end"] - plan.cost_windows["window_start"]).sum()
+        return AllocationResult(
+            currency=plan.ruleset.currency,
+            period=plan.period,
+            rules=plan.rules_used,
+            key_override=plan.key_label,
+            reference_total=plan.cost_total + plan.external_total,
+            cost_total=plan.cost_total,
+            external_total=plan.external_total,
+            lines=self.lines(),
+            unattributed=self.unattributed(),
+            residual=plan.residual,
+            exclusions=plan.exclusions,
+            unclassified=plan.unclassified,
+            windows=len(plan.cost_windows),
+            hours=float(hours / pd.Timedelta(hours=1)),
+            detail=self.detail,
+            usage_rows=self.usage_rows,
+            chunks=chunks,
+            pool_clients=self.pool_clients(),
+        )
+
+
+def fold_chunks(
+    plan: Plan,
+    detail: Detail,
+    outputs: Iterable[ChunkOutput],
+    total: int,
+    sink: LinesSink | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> AllocationResult:
+    """Fold ``total`` chunk outputs (in chunk order) into the result; tell ``sink`` about
+    each finished chunk and ``progress`` about each step; warn once about usage windows
+    without cost."""
+    fold = Fold(plan, detail)
+    for done, out in enumerate(outputs, start=1):
+        fold.add(out)
+        if sink is not None:
+            sink.chunk_done(out.index)
+        if progress is not None:
+            progress(done, total)
+    warn_usage_without_cost(fold.orphan_count, fold.orphan_first)
+    return fold.result(chunks=total)

@@ -1,0 +1,100 @@
+"""The one input path: command options + the rule file's ``sources:`` -> costs and usage.
+
+Every command that allocates (``allocate``, ``compare``, ``reconcile``, ``report``, and the
+store and service to come) loads its inputs through :func:`load_inputs`, so a usage file, a
+folder, a Parquet dataset, a URL, Prometheus or the OpenCost API is read the same way
+whatever the command. The I/O happens in this plain function, never in a constructor: the
+:class:`Inputs` it returns is only the loaded data and where it came from.
+
+Precedence for costs is that of :func:`tenantcost.collect.load_costs`; for usage: the
+``--usage`` options, else ``sources.usage`` of the rule file, else ``sources.prometheus``
+(queried for the period, or the span of the cost data), else no usage (the shared cost is then
+unattributed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from tenantcost.collect import RESPONSES_FOLDER, CostInput, load_costs
+from tenantcost.config.rules import RuleSet, load_rules
+from tenantcost.split import connect
+from tenantcost.usage_source import FrameUsage, UsageSource, is_url, open_usage
+from tenantcost.windows import Period, data_period
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The loaded inputs of one run and where they came from (for provenance and errors)."""
+
+    config: Path
+    ruleset: RuleSet
+    cost_input: CostInput
+    usage: UsageSource | None
+    """Read chunk by chunk by the allocation; ``None`` when no usage is configured."""
+    usage_paths: list[Path | str]
+    """The usage files, folders and URLs read (empty for Prometheus or no usage)."""
+    con: duckdb.DuckDBPyConnection
+    """The run's DuckDB connection: Parquet usage is scanned through it, chunk by chunk."""
+
+    @property
+    def costs(self) -> pd.DataFrame:
+        return self.cost_input.costs
+
+    @property
+    def cost_paths(self) -> list[Path]:
+        return self.cost_input.paths
+
+    @property
+    def usage_origin(self) -> str:
+        return self.usage.origin if self.usage is not None else "usage"
+
+
+def load_inputs(
+    config: Path,
+    costs: list[Path] | None = None,
+    usage: list[str] | None = None,
+    *,
+    opencost_url: str | None = None,
+    step: str | None = None,
+    period: Period | None = None,
+    out: Path | None = None,
+    con: duckdb.DuckDBPyConnection | None = None,
+) -> Inputs:
+    """Load the rule file, the cost table and open the usage source of one run.
+
+    ``out`` is where raw OpenCost API responses are saved (its ``responses/`` folder), when
+    the costs come from the API.
+    """
+    ruleset = load_rules(config)
+    cost_input = load_costs(
+        ruleset,
+        config,
+        costs,
+        opencost_url=opencost_url,
+        step=step,
+        period=period,
+        responses_dir=out / RESPONSES_FOLDER if out is not None else None,
+    )
+    con = con or connect()
+    usage_paths: list[Path | str] = [
+        p if is_url(p) else Path(p) for p in (usage or ruleset.sources.usage)
+    ]
+    source = open_usage(usage_paths, con) if usage_paths else None
+    if source is None and ruleset.sources.prometheus is not None:
+        source = prometheus_usage(ruleset, period or data_period(cost_input.costs))
+    return Inputs(config, ruleset, cost_input, source, usage_paths, con)
+
+
+def prometheus_usage(ruleset: RuleSet, span: Period) -> UsageSource:
+    """Usage straight from ``sources.prometheus`` for ``span`` (held in memory)."""
+    from tenantcost.readers.prometheus import read_prometheus_usage
+
+    prometheus = ruleset.sources.prometheus
+    assert prometheus is not None
+    frame = read_prometheus_usage(prometheus, span.start, span.end)
+    return FrameUsage(frame, origin=f"prometheus {prometheus.url}")

@@ -1,0 +1,20 @@
+"""The store: what tenantcost has loaded, ingested, computed and issued, kept for good.
+
+Metadata and results live in SQL (SQLite by default, PostgreSQL in production) through
+SQLModel; raw usage and costs will live as Parquet in a data directory. The schema only
+changes through the Alembic migrations shipped in ``migrations/`` (package data), so a
+store written by one tenantcost version is read by the next after ``tenantcost db upgrade``.
+
+* :mod:`~tenantcost.store.settings`: where the store is (flags > environment > settings file
+  > defaults);
+* :mod:`~tenantcost.store.engine`: the SQLAlchemy engine (SQLite in WAL mode, PostgreSQL
+  through psycopg 3) and one-line errors for a store that cannot be opened;
+* :mod:`~tenantcost.store.models`: the tables;
+* :mod:`~tenantcost.store.schema`: migrations and the schema-version check every store
+  command runs first (:func:`~tenantcost.store.schema.require_current_schema`);
+* :mod:`~tenantcost.store.rules`: rule file versions (``tenantcost rules load``);
+* :mod:`~tenantcost.store.actor`: who did it.
+
+Nothing here is imported by ``tenantcost --help``: SQLAlchemy and Alembic load only when a
+store command runs.
+"""

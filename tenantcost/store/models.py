@@ -1,0 +1,175 @@
+"""The store's tables (SQLModel): what exists now, and where the rest of the cycle goes.
+
+Now:
+
+* ``store_meta``: key/value facts about the store itself (created when, by whom, with which
+  tenantcost; last upgraded). The schema revision itself is Alembic's ``alembic_version``.
+* ``rule_file``: every distinct rule file loaded, verbatim (provenance: what a person wrote).
+* ``rule_version``: one row per rule version id, append-only: its effective date and its
+  canonical content (a rule document of that one version, with the currency and
+  ``hours_per_month`` it is read with) and that content's sha256. A version id never changes
+  meaning once stored.
+* ``batch``: the catalog of ingested raw data. A Parquet partition file is live only when a
+  committed batch names it (by ``uid``, which exists before the commit so files can be
+  written first and committed by inserting this row).
+
+Next (their own migrations; integer ids so rows order by commit): ``run`` (+ ``run_rule``,
+``run_batch`` linking the rule versions and batches a run read), per-run results
+(``run_client``, ``run_line``, ``run_cascade``, per-window pool figures), ``month`` (open or
+closed; one row per ``YYYY-MM``), ``revision`` (issued statements per client and month,
+never updated once issued), ``reopening`` (reason, actor, time) and ``token`` (the service).
+
+Every timestamp is stored in UTC (:class:`UTCDateTime`): SQLite has no time zone type, and a
+store read on a machine in another zone must give the same instants.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    Dialect,
+    Index,
+    MetaData,
+    Text,
+    TypeDecorator,
+)
+from sqlalchemy.orm import registry
+from sqlmodel import Field, SQLModel
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+"""Constraint names are fixed by convention, the same on SQLite and PostgreSQL, so a later
+migration can drop or alter them by name (SQLite's batch mode needs the names)."""
+
+BATCH_KINDS = ("costs", "usage")
+BATCH_MODES = ("replace", "sum")
+BATCH_STATUSES = ("pending", "committed", "aborted")
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """An aware UTC datetime in, an aware UTC datetime out, on every backend.
+
+    PostgreSQL keeps ``timestamptz``; SQLite keeps the UTC wall time as text. A naive value
+    is refused on the way in: it would be ambiguous."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: the store keeps aware UTC times")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def utcnow() -> datetime:
+    """Now, aware, in UTC (microseconds kept: PostgreSQL and SQLite both hold them)."""
+    return datetime.now(UTC)
+
+
+class StoreModel(
+    SQLModel, registry=registry(metadata=MetaData(naming_convention=NAMING_CONVENTION))
+):
+    """Base of the store's tables: their own metadata (not SQLModel's global one), with the
+    naming convention, so Alembic compares exactly these tables."""
+
+
+def _table_args(*checks: tuple[str, str] | Index) -> tuple[Any, ...]:
+    return tuple(c if isinstance(c, Index) else CheckConstraint(c[1], name=c[0]) for c in checks)
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class StoreMeta(StoreModel, table=True):
+    """A fact about the store itself (``created_at``, ``created_with``, ``upgraded_at``...)."""
+
+    __tablename__ = "store_meta"
+
+    key: str = Field(primary_key=True, max_length=64)
+    value: str = Field(sa_type=Text)
+    updated_at: datetime = Field(sa_type=UTCDateTime, default_factory=utcnow)
+
+
+class RuleFile(StoreModel, table=True):
+    """A rule file as loaded, byte for byte (its sha256 is over the raw bytes)."""
+
+    __tablename__ = "rule_file"
+
+    id: int | None = Field(default=None, primary_key=True)
+    sha256: str = Field(max_length=64, unique=True)
+    origin: str = Field(sa_type=Text)
+    content: str = Field(sa_type=Text)
+    currency: str = Field(max_length=3)
+    loaded_at: datetime = Field(sa_type=UTCDateTime, default_factory=utcnow)
+    actor: str = Field(max_length=200)
+
+
+class RuleVersion(StoreModel, table=True):
+    """One rule version, append-only: ``rule_id`` is the version's ``id`` in the rule file
+    (history's ``rule_ids``), ``content`` its canonical rule document (JSON), ``sha256`` the
+    content's. ``rule_file_id`` is the file that first brought it."""
+
+    __tablename__ = "rule_version"
+
+    id: int | None = Field(default=None, primary_key=True)
+    rule_id: str = Field(max_length=200, unique=True)
+    effective_from: datetime = Field(sa_type=UTCDateTime, unique=True)
+    content: str = Field(sa_type=Text)
+    sha256: str = Field(max_length=64)
+    rule_file_id: int = Field(foreign_key="rule_file.id", index=True)
+    loaded_at: datetime = Field(sa_type=UTCDateTime, default_factory=utcnow)
+    actor: str = Field(max_length=200)
+
+
+class Batch(StoreModel, table=True):
+    """One ingested batch of costs or usage: the unit of atomicity and of provenance.
+
+    ``id`` orders batches by commit (a later ``replace`` wins); ``uid`` names the batch's
+    Parquet files before the row exists. ``window_from``/``window_to`` bound the windows the
+    batch covers (``to`` exclusive); ``rows`` and ``sha256`` are of the canonical rows."""
+
+    __tablename__ = "batch"
+    __table_args__ = _table_args(
+        ("kind", _in("kind", BATCH_KINDS)),
+        ("mode", _in("mode", BATCH_MODES)),
+        ("status", _in("status", BATCH_STATUSES)),
+        ("rows", "rows >= 0"),
+        ("window", "window_to > window_from"),
+        Index("ix_batch_kind_window_from", "kind", "window_from"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    uid: str = Field(max_length=32, unique=True)
+    kind: str = Field(max_length=16)
+    source: str = Field(sa_type=Text)
+    mode: str = Field(max_length=16, default="replace")
+    rows: int = Field(sa_type=BigInteger)
+    sha256: str = Field(max_length=64)
+    window_from: datetime = Field(sa_type=UTCDateTime)
+    window_to: datetime = Field(sa_type=UTCDateTime)
+    created_at: datetime = Field(sa_type=UTCDateTime, default_factory=utcnow)
+    actor: str = Field(max_length=200)
+    status: str = Field(max_length=16, default="pending")
+
+
+METADATA = StoreModel.metadata
+"""The metadata Alembic compares the migrations against (tests/test_store_schema.py)."""

@@ -1,0 +1,238 @@
+"""The store's schema on SQLite and on a real PostgreSQL 15: migrations up from nothing, down
+to nothing and up again; the models equal the head migration; every command but `db upgrade`
+refuses a store at another revision with one line (exit 2)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Engine, inspect, text
+from sqlalchemy.exc import IntegrityError, StatementError
+from sqlmodel import Session, select
+from typer.testing import CliRunner
+
+from tenantcost.cli import app
+from tenantcost.store.engine import open_engine
+from tenantcost.store.models import METADATA, Batch, StoreMeta
+from tenantcost.store.schema import (
+    current_revision,
+    downgrade,
+    head_revision,
+    known_revisions,
+    stamp,
+    upgrade,
+)
+from tenantcost.store.settings import resolve_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+RULES = ROOT / "examples" / "saas-three-clients" / "rules.yaml"
+TABLES = {"store_meta", "rule_file", "rule_version", "batch"}
+runner = CliRunner()
+
+
+def engine_for(url: str, *, migrating: bool = False) -> Engine:
+    settings = resolve_settings(db=url, environ={})
+    return open_engine(settings, create=True, foreign_keys=not migrating)
+
+
+def tables(engine: Engine) -> set[str]:
+    return set(inspect(engine).get_table_names()) - {"alembic_version"}
+
+
+def cli(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def assert_one_line_refusal(result, *fragments: str) -> str:
+    assert result.exit_code == 2, result.output
+    err = result.stderr.strip()
+    assert err.startswith("error: ") and "\n" not in err, err
+    assert "Traceback" not in result.output
+    for fragment in fragments:
+        assert fragment in err, f"{fragment!r} not in {err!r}"
+    return err
+
+
+def test_the_migrations_form_one_chain_ending_at_head():
+    assert known_revisions() == {"0001", "0002"}
+    assert head_revision() == "0002"
+
+
+def test_upgrade_from_empty_then_down_to_base_and_up_again(store_url: str):
+    engine = engine_for(store_url, migrating=True)
+    assert current_revision(engine) is None and tables(engine) == set()
+    done = upgrade(engine)
+    assert (done.before, done.after) == (None, "0002")
+    assert tables(engine) == TABLES
+    downgrade(engine, "0001")
+    assert current_revision(engine) == "0001"
+    assert tables(engine) == TABLES - {"batch"}
+    downgrade(engine, "base")
+    assert current_revision(engine) is None and tables(engine) == set()
+    assert upgrade(engine).after == "0002" and tables(engine) == TABLES
+    assert upgrade(engine).before == "0002"  # a second upgrade does nothing
+    engine.dispose()
+
+
+def test_the_models_are_exactly_the_head_migration(store_url: str):
+    """Autogenerate finds nothing to do at head: no table, column, type, nullability,
+    index or constraint differs between tenantcost.store.models and the migrations."""
+    engine = engine_for(store_url, migrating=True)
+    upgrade(engine)
+    with engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"compare_type": True})
+        assert compare_metadata(context, METADATA) == []
+    engine.dispose()
+
+
+def test_db_upgrade_command_creates_then_reports_current(store_url: str):
+    first = cli("db", "upgrade", "--db", store_url)
+    assert first.exit_code == 0, first.output
+    assert first.stdout.endswith("schema upgraded from (empty) to revision 0002\n")
+    again = cli("db", "upgrade", "--db", store_url, "--data", "/unused")
+    assert again.exit_code == 0, again.output
+    assert again.stdout.endswith("schema already at revision 0002 (current)\n")
+    engine = engine_for(store_url)
+    with Session(engine) as session:
+        facts = {m.key: m.value for m in session.exec(select(StoreMeta))}
+    assert facts["created_with"] == facts["upgraded_with"] == "tenantcost 0.1.0"
+    assert facts["created_by"] and facts["created_at"] == facts["upgraded_at"]
+    engine.dispose()
+
+
+def test_a_store_at_an_older_revision_is_refused_until_upgraded(store_url: str):
+    engine = engine_for(store_url, migrating=True)
+    upgrade(engine)
+    downgrade(engine, "0001")
+    refused = cli("rules", "load", str(RULES), "--db", store_url)
+    assert_one_line_refusal(
+        refused, "schema revision 0001", "expects revision 0002", "run `tenantcost db upgrade`"
+    )
+    assert tables(engine) == TABLES - {"batch"}  # nothing written
+    assert cli("db", "upgrade", "--db", store_url).exit_code == 0
+    assert cli("rules", "load", str(RULES), "--db", store_url).exit_code == 0
+    engine.dispose()
+
+
+def test_an_empty_database_is_refused(store_url: str):
+    engine = engine_for(store_url)
+    with engine.connect():
+        pass  # SQLite: the file now exists, empty
+    refused = cli("rules", "load", str(RULES), "--db", store_url)
+    assert_one_line_refusal(refused, "has no tenantcost schema", "run `tenantcost db upgrade`")
+    engine.dispose()
+
+
+def test_a_store_at_a_newer_revision_is_refused_even_by_upgrade(store_url: str):
+    engine = engine_for(store_url, migrating=True)
+    upgrade(engine)
+    with engine.begin() as connection:  # what a later tenantcost would leave behind
+        connection.execute(text("UPDATE alembic_version SET version_num = '0099'"))
+    for args in (["rules", "load", str(RULES)], ["db", "upgrade"]):
+        refused = cli(*args, "--db", store_url)
+        assert_one_line_refusal(
+            refused, "schema revision 0099", "newer than this tenantcost", "expects 0002"
+        )
+    assert current_revision(engine) == "0099"
+    engine.dispose()
+
+
+def test_stamp_records_a_revision_without_migrating(store_url: str):
+    engine = engine_for(store_url, migrating=True)
+    upgrade(engine)
+    stamp(engine, "0001")
+    assert current_revision(engine) == "0001" and "batch" in tables(engine)
+    engine.dispose()
+
+
+def test_times_are_aware_utc_on_every_backend(store_url: str):
+    engine = engine_for(store_url, migrating=True)
+    upgrade(engine)
+    start = datetime(2026, 11, 7, 1, 0, tzinfo=timezone(timedelta(hours=1)))  # 00:00 UTC
+    batch = Batch(uid="b" * 32, kind="usage", source="usage.csv", rows=3, sha256="0" * 64,
+                  window_from=start, window_to=start + timedelta(hours=1), actor="t")  # fmt: skip
+    with Session(engine) as session:
+        session.add(batch)
+        session.commit()
+    with Session(engine) as session:
+        stored = session.exec(select(Batch)).one()
+    assert stored.window_from == datetime(2026, 11, 7, tzinfo=UTC)
+    assert stored.window_from.tzinfo == UTC and stored.created_at.tzinfo == UTC
+    assert (stored.mode, stored.status) == ("replace", "pending")
+    with pytest.raises(StatementError, match="naive"), Session(engine) as session:
+        session.add(Batch(uid="c" * 32, kind="usage", source="x", rows=0, sha256="0" * 64,
+                          window_from=datetime(2026, 11, 7), window_to=datetime(2026, 11, 8),
+                          actor="t"))  # fmt: skip
+        session.commit()
+    engine.dispose()
+
+
+def test_batch_constraints_hold_on_every_backend(store_url: str):
+    engine = engine_for(store_url, migrating=True)
+    upgrade(engine)
+    t0 = datetime(2026, 11, 7, tzinfo=UTC)
+    bad = [{"kind": "invoices"}, {"mode": "append"}, {"status": "done"}, {"rows": -1},
+           {"window_to": t0}]  # fmt: skip
+    for change in bad:
+        values = dict(uid="d" * 32, kind="costs", source="x", rows=1, sha256="0" * 64,
+                      window_from=t0, window_to=t0 + timedelta(hours=1), actor="t")  # fmt: skip
+        with pytest.raises(IntegrityError), Session(engine) as session:
+            session.add(Batch(**(values | change)))
+            session.commit()
+    engine.dispose()
+
+
+def test_sqlite_store_uses_wal_busy_timeout_and_foreign_keys(tmp_path: Path):
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    assert cli("db", "upgrade", "--db", url).exit_code == 0
+    engine = engine_for(url)
+    with engine.connect() as connection:
+        assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 5000
+        assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+    engine.dispose()
+
+
+def test_a_missing_sqlite_store_is_not_created_by_other_commands(tmp_path: Path):
+    url = f"sqlite:///{tmp_path / 'typo.db'}"
+    refused = cli("rules", "load", str(RULES), "--db", url)
+    assert_one_line_refusal(refused, "no store at", "typo.db", "tenantcost db upgrade")
+    assert not (tmp_path / "typo.db").exists()
+    refused = cli("db", "upgrade", "--db", f"sqlite:///{tmp_path / 'no' / 'x.db'}")
+    assert_one_line_refusal(refused, "--db", "folder", "does not exist")
+
+
+def test_an_unreachable_server_is_one_line(tmp_path: Path):
+    from .postgres_fixture import free_port
+
+    url = f"postgresql://tc:secret@127.0.0.1:{free_port()}/tc"
+    err = assert_one_line_refusal(cli("db", "upgrade", "--db", url), "--db", "cannot use the store")
+    assert "secret" not in err and "tc:***@" in err
+
+
+def test_help_imports_no_database_module():
+    """`tenantcost --help` stays fast: SQLAlchemy, SQLModel and Alembic load with the store
+    commands only."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "tenantcost", "--help"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    imported = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in proc.stderr.splitlines()}
+    assert imported.isdisjoint({"sqlalchemy", "sqlmodel", "alembic", "psycopg"})
+
+
+def test_a_new_migration_starts_empty_because_head_is_the_models(tmp_path: Path):
+    """scripts/new_migration.py numbers the next revision and, with the models unchanged,
+    finds nothing to migrate."""
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "new_migration.py"),
+                           "nothing yet", "--out", str(tmp_path)],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    [script] = tmp_path.glob("*.py")
+    assert script.name == "0003_nothing_yet.py" and str(script) in proc.stdout
+    text = script.read_text()
+    assert "revision = '0003'" in text and "down_revision = '0002'" in text
+    assert "op." not in text  # no operation generated
