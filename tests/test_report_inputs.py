@@ -7,7 +7,6 @@ output folder may differ, and those are normalised before the files are compared
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tenantcost.cli import app
+from tenantcost.report.provenance import fingerprint
 from tests.test_report import _scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,17 +28,6 @@ def usage_frame(csv: Path) -> pd.DataFrame:
     for column in ("window_start", "window_end"):
         frame[column] = pd.to_datetime(frame[column], utc=True)
     return frame
-
-
-def fingerprint(path: Path) -> str:
-    """The SHA-256 the provenance shows (a folder: its files' relative names and contents)."""
-    digest = hashlib.sha256()
-    if path.is_dir():
-        for file in sorted(p for p in path.rglob("*") if p.is_file()):
-            digest.update(file.relative_to(path).as_posix().encode() + b"\0")
-            digest.update(hashlib.sha256(file.read_bytes()).digest())
-        return digest.hexdigest()
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def run_report(out: Path, config: Path, usage: Path, *args: str) -> dict[str, str]:

@@ -261,7 +261,12 @@ def _criterion(c: Criterion, figure: str, detail: str) -> CriterionView:
     )
 
 
-def _confidence(pack: ReportPack, client: str, conf: ClientConfidence) -> ConfidenceView:
+def _confidence(
+    pack: ReportPack, client: str, conf: ClientConfidence, hide_even: bool = False
+) -> ConfidenceView:
+    """Section 4. With ``hide_even`` (some pool of the client's is withheld) the client's
+    amount under ``even`` is withheld too: each pool's even part is its cost over its client
+    count, so a reader who knows how many clients there are would get the pool's cost back."""
     row = pack.amounts.loc[client]
     rule = int(row[RULE])
     shown = {k: format_amount(int(row[k]), pack.places) for k in [RULE, *pack.keys]}
@@ -269,6 +274,9 @@ def _confidence(pack: ReportPack, client: str, conf: ClientConfidence) -> Confid
     keys = []
     bars = []
     for key in [RULE, *pack.keys]:
+        if hide_even and key == EVEN:
+            keys.append(KeyRow(key, name[key], WITHHELD, "-", "no (withheld: small pools)"))
+            continue
         amount = int(row[key])
         change = "-" if key == RULE else (format_share((amount - rule) / rule) if rule else "n/a")
         if change not in ("-", "n/a") and amount > rule:
@@ -277,7 +285,9 @@ def _confidence(pack: ReportPack, client: str, conf: ClientConfidence) -> Confid
         keys.append(KeyRow(key, name[key], shown[key], change, counted))
         label = name[key] + (" (applied)" if key == RULE else "")
         bars.append(Bar(label, amount, shown[key], key == RULE))
-    counted_amounts = {k: int(row[k]) for k in [RULE, *conf.spread_keys]}
+    counted_amounts = {
+        k: int(row[k]) for k in [RULE, *conf.spread_keys] if not (hide_even and k == EVEN)
+    }
     low = min(counted_amounts, key=lambda k: counted_amounts[k])
     high = max(counted_amounts, key=lambda k: counted_amounts[k])
     spread_detail = (
@@ -286,7 +296,11 @@ def _confidence(pack: ReportPack, client: str, conf: ClientConfidence) -> Confid
         if len(counted_amounts) > 1
         else "No alternative key: the usage data has no measure to compare with."
     )
-    if EVEN in pack.keys and EVEN not in conf.spread_keys:
+    if hide_even and EVEN in pack.keys:
+        spread_detail += (
+            " The even split is withheld: with pools this small it would reveal their cost."
+        )
+    elif EVEN in pack.keys and EVEN not in conf.spread_keys:
         spread_detail += " The even split is shown but not counted: it ignores usage."
     nc = conf.no_client_by_service
     nc_detail = (
@@ -421,7 +435,9 @@ def build_sheet(pack: ReportPack, client: str, file_slug: str | None = None) -> 
         sources_chart=chart,
         scope=scope(pack.base, client, redact),
         unattributed=_unattributed(pack, redact, hidden),
-        confidence=_confidence(pack, client, pack.confidence[client]),
+        confidence=_confidence(
+            pack, client, pack.confidence[client], hide_even=any(line.withheld for line in lines)
+        ),
         notices=_notices(pack, pack.changes, client, redact),
         provenance=provenance,
         min_pool_clients=threshold,
