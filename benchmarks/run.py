@@ -8,9 +8,11 @@ For each case the data set is generated once into ``--data-dir/<case>`` (reused 
 ``meta.json`` matches the case). Then, ``--repeat`` times and alternately, two separate
 processes run on it:
 
-* tenantcost: ``tenantcost allocate --config DIR/rules.yaml --from START --to END --format csv``
-  (plus ``--engine-args``);
-* the reference: ``python benchmarks/reference.py --config DIR/rules.yaml --from ... --to ...``.
+* tenantcost: ``tenantcost allocate --config DIR/rules.yaml --from START --to END --format json``
+  (the whole JSON document, what a user runs; ``--allocate-output out``: ``--out DIR`` and
+  every file it writes instead), plus ``--engine-args``;
+* the reference: ``python benchmarks/reference.py --config DIR/rules.yaml --from ... --to ...``
+  (its query, ``reference.sql``, is the yardstick and is not changed).
 
 Measured per run: wall time (spawn to exit), peak RSS of the whole process tree (psutil,
 sampled every 50 ms, sum of the process and all its descendants), and the kernel's maximum
@@ -25,6 +27,11 @@ bundled example, warm (one unmeasured run first), median of ``--startup-repeat``
 times, and which heavy modules each imports (``python -X importtime``): none should.
 
     python benchmarks/run.py --sections startup    # only the start-up section
+
+Two more sections: ``report`` times ``tenantcost report --month 2026-10 --format html,md``
+(every client, the whole process, peak RSS) on one month of 300 and 10,000 clients
+(``--report-cases``); ``pdf`` gives PDF pages per second per core, the PDF writer of
+``report --jobs N`` on pages of the 300-client month (``--pdf-clients``, ``--pdf-jobs``).
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import os
 import platform
 import resource
 import shlex
+import shutil
 import signal
 import statistics
 import subprocess
@@ -56,6 +64,14 @@ CASES: dict[str, dict[str, int]] = {
     "small": {"clients": 1_000, "services": 10, "hours": 744},
     "large": {"clients": 10_000, "services": 20, "hours": 744},
 }
+REPORT_CASES: dict[str, dict[str, int]] = {
+    "pack300": {"clients": 300, "services": 10, "hours": 744},
+    "pack10k": {"clients": 10_000, "services": 20, "hours": 744},
+}
+"""Report pack cases: one calendar month (October 2026), so ``--month`` and no bridge."""
+REPORT_START = "2026-10-01T00:00:00Z"
+GENERATED_AT = "2026-11-01T00:00:00Z"
+"""``report --generated-at``: every run writes the same pages."""
 SAMPLE_SECONDS = 0.05
 
 
@@ -156,13 +172,15 @@ def measure(cmd: list[str], timeout: float | None, env: dict[str, str] | None = 
 
 def ensure_data(case: str, data_dir: Path, seed: int, layout: str) -> dict[str, object]:
     """Generate the case's data unless a matching ``meta.json`` is already there."""
-    params = CASES[case]
+    params = CASES[case] if case in CASES else REPORT_CASES[case]
+    start = None if case in CASES else REPORT_START
     folder = data_dir / case
     meta_file = folder / "meta.json"
     if meta_file.exists():
         meta = json.loads(meta_file.read_text(encoding="utf-8"))
         wanted = {**params, "seed": seed, "layout": layout}
-        if all(meta.get(k) == v for k, v in wanted.items()):
+        same_start = start is None or pd.Timestamp(str(meta.get("start"))) == pd.Timestamp(start)
+        if same_start and all(meta.get(k) == v for k, v in wanted.items()):
             print(f"[{case}] reusing {folder} ({meta['usage_rows']:,} usage rows)", flush=True)
             return meta
         print(f"[{case}] {folder} holds other parameters: regenerating", flush=True)
@@ -181,6 +199,7 @@ def ensure_data(case: str, data_dir: Path, seed: int, layout: str) -> dict[str, 
         layout,
         "--out",
         str(folder),
+        *(["--start", start] if start else []),
     ]
     print(f"[{case}] generating: {shlex.join(cmd)}", flush=True)
     subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL)
@@ -197,6 +216,23 @@ def read_totals(text: str, column: str = "amount_micros") -> pd.Series:
     if "client" not in frame or column not in frame:
         raise ValueError(f"expected columns client and {column}, got {list(frame.columns)}")
     return frame.set_index("client")[column].astype("int64")
+
+
+def read_json_totals(text: str) -> pd.Series:
+    """``client -> amount`` (micro-units) from ``allocate --format json``."""
+    clients = json.loads(text)["clients"]
+    return pd.Series(
+        [int(c["amount"]) for c in clients],
+        index=pd.Index([str(c["client"]) for c in clients], name="client"),
+        dtype="int64",
+    )
+
+
+def tool_totals(run: Run, output: str, out_dir: Path) -> pd.Series:
+    """The per-client totals of a tenantcost run: its JSON, or the ``clients.csv`` it wrote."""
+    if output == "json":
+        return read_json_totals(run.stdout)
+    return read_totals((out_dir / "clients.csv").read_text(encoding="utf-8"))
 
 
 def compare(tool: pd.Series, ref: pd.Series, limit: int = 10) -> list[str]:
@@ -234,14 +270,17 @@ def run_case(case: str, args: argparse.Namespace) -> CaseResult:
     folder = args.data_dir / case
     rules = str(folder / "rules.yaml")
     period = period_args(meta)
+    out_dir = Path(tempfile.mkdtemp(prefix=f"tenantcost-bench-{case}-"))
+    output = (
+        ["--format", "json"] if args.allocate_output == "json" else ["--out", str(out_dir)]
+    )  # exactly what a user runs: the whole JSON document, or every file of --out
     tool_cmd = [
         *shlex.split(args.tenantcost),
         "allocate",
         "--config",
         rules,
         *period,
-        "--format",
-        "csv",
+        *output,
         *shlex.split(args.engine_args),
     ]
     ref_cmd = [
@@ -273,7 +312,11 @@ def run_case(case: str, args: argparse.Namespace) -> CaseResult:
                 result.errors.append(f"{name} run {i + 1}: exit {run.returncode}\n{tail}")
                 print(tail, file=sys.stderr)
                 continue
-            totals = read_totals(run.stdout)
+            totals = (
+                read_totals(run.stdout)
+                if name == "reference"
+                else tool_totals(run, args.allocate_output, out_dir)
+            )
             if name == "reference":
                 if ref_totals is not None and not totals.equals(ref_totals):
                     result.errors.append("the reference is not deterministic")
@@ -283,6 +326,7 @@ def run_case(case: str, args: argparse.Namespace) -> CaseResult:
                 if diffs and not result.differences:
                     result.differences = diffs
                     print(f"[{case}] DIFFERENCES:\n  " + "\n  ".join(diffs), file=sys.stderr)
+    shutil.rmtree(out_dir, ignore_errors=True)
     return result
 
 
@@ -361,6 +405,124 @@ def report(results: list[CaseResult], args: argparse.Namespace) -> str:
         f"{_mib(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)}.",
         "",
         *machine_info(),
+    ]
+    return "\n".join(lines)
+
+
+def report_cmd(args: argparse.Namespace, case: str, out: Path, *extra: str) -> list[str]:
+    """``tenantcost report`` on a report case's month, pinned generation time."""
+    folder = args.data_dir / case
+    return [
+        *shlex.split(args.tenantcost),
+        "report",
+        "--config",
+        str(folder / "rules.yaml"),
+        "--month",
+        REPORT_START[:7],
+        "--generated-at",
+        GENERATED_AT,
+        "--out",
+        str(out),
+        *extra,
+    ]
+
+
+def _timed(cmd: list[str], args: argparse.Namespace, label: str) -> Run:
+    run = measure(cmd, args.timeout)
+    status = "TIMEOUT" if run.timed_out else ("ok" if run.returncode == 0 else "FAILED")
+    print(f"[{label}] {run.seconds:8.2f} s  peak RSS {_mib(run.peak_rss)}  {status}", flush=True)
+    if run.returncode != 0:
+        print("\n".join(run.stderr.strip().splitlines()[-15:]), file=sys.stderr)
+    return run
+
+
+def report_section(args: argparse.Namespace, errors: list[str]) -> str:
+    """The report pack (``--format html,md``, every client) of each report case: wall time
+    and peak RSS of the whole process, ``--repeat`` runs, medians."""
+    lines = [
+        "| case | usage rows | sheets | files | median s | peak RSS | runs |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for case in args.report_cases:
+        meta = ensure_data(case, args.data_dir, args.seed, args.layout)
+        out = Path(tempfile.mkdtemp(prefix=f"tenantcost-bench-{case}-"))
+        cmd = report_cmd(args, case, out, "--format", "html,md")
+        print(f"[{case}] {shlex.join(cmd)}", flush=True)
+        runs = []
+        for i in range(args.repeat):
+            shutil.rmtree(out, ignore_errors=True)
+            run = _timed(cmd, args, f"{case} run {i + 1}/{args.repeat}")
+            runs.append(run)
+            if run.returncode != 0:
+                errors.append(f"report {case} run {i + 1}: exit {run.returncode}")
+        files = sum(1 for p in out.rglob("*.*") if p.is_file())
+        sheets = len(list((out / "clients").glob("*.html"))) if (out / "clients").exists() else 0
+        shutil.rmtree(out, ignore_errors=True)
+        seconds, rss = _median(runs, "seconds"), _median(runs, "peak_rss")
+        params = REPORT_CASES[case]
+        lines.append(
+            f"| {params['clients']:,} x {params['services']} x {params['hours']} h ({case}) | "
+            f"{int(str(meta['usage_rows'])):,} | {sheets:,} | {files:,} | "
+            f"{'failed' if seconds is None else f'{seconds:.2f}'} | "
+            f"{'-' if rss is None else _mib(rss)} | {len(runs)} |"
+        )
+    lines += [
+        "",
+        "`tenantcost report --month 2026-10 --format html,md --generated-at T --out DIR`, whole "
+        "process (allocation under the rule and every alternative key, grades, every sheet in "
+        "HTML and Markdown, the finance summary, the index).",
+    ]
+    return "\n".join(lines)
+
+
+def _pdf_pages(pages: list[Path], jobs: int, target: Path) -> float:
+    """Seconds for tenantcost's PDF pool (``report --jobs``) to write ``pages`` (HTML files)
+    as PDFs into ``target``, worker start-up included; ``jobs`` 1 writes in this process."""
+    import weasyprint
+
+    from tenantcost.report.pdf import PdfPool, write_pdf
+
+    texts = [(p.read_text(encoding="utf-8"), target / p.with_suffix(".pdf").name) for p in pages]
+    begin = time.perf_counter()
+    if jobs == 1:
+        for html, out in texts:
+            write_pdf(weasyprint, html, out)
+    else:
+        with PdfPool(jobs, lambda _: None) as pool:
+            for html, out in texts:
+                pool.submit(html, out)
+            pool.finish()
+    return time.perf_counter() - begin
+
+
+def pdf_section(args: argparse.Namespace, errors: list[str]) -> str:
+    """PDF pages per second: ``report --format html`` writes ``--pdf-clients`` sheets and the
+    summary of pack300 once; then tenantcost's PDF writer (the pool of ``report --jobs``)
+    turns those pages into PDFs with each ``--pdf-jobs``. Timing the PDF step alone keeps
+    the allocation's noise out of a figure that is WeasyPrint's."""
+    case = "pack300"
+    ensure_data(case, args.data_dir, args.seed, args.layout)
+    chosen = [x for i in range(1, args.pdf_clients + 1) for x in ("--client", f"client-{i:04d}")]
+    out = Path(tempfile.mkdtemp(prefix="tenantcost-bench-pdf-"))
+    html = _timed(report_cmd(args, case, out, "--format", "html", *chosen), args, "pdf html")
+    if html.returncode != 0:
+        errors.append(f"pdf: report --format html exit {html.returncode}")
+        return "failed"
+    pages = [*sorted(out.glob("clients/*.html")), out / "finance-summary.html"]
+    target = out / "pdf"
+    target.mkdir()
+    lines = ["| jobs | pages | seconds | pages/s | pages/s per core |", "|---|---|---|---|---|"]
+    for jobs in args.pdf_jobs:
+        seconds = _pdf_pages(pages, jobs, target)
+        rate = len(pages) / seconds
+        print(f"[pdf jobs {jobs}] {len(pages)} pages in {seconds:.2f} s", flush=True)
+        lines.append(f"| {jobs} | {len(pages)} | {seconds:.2f} | {rate:.2f} | {rate / jobs:.2f} |")
+    shutil.rmtree(out, ignore_errors=True)
+    lines += [
+        "",
+        f"{args.pdf_clients} client sheets and the finance summary of {case} (HTML from "
+        "`report --format html`), written as PDFs by tenantcost's writer: in process for 1 "
+        "job, in the process pool of `report --jobs N` otherwise (worker start-up included).",
     ]
     return "\n".join(lines)
 
@@ -444,7 +606,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per run")
     parser.add_argument("--results", type=Path, help="also write the Markdown report here")
     parser.add_argument(
-        "--sections", default="startup,cases", help="comma list of startup,cases (default both)"
+        "--sections",
+        default="startup,cases,report,pdf",
+        help="comma list of startup,cases,report,pdf (default all)",
+    )
+    parser.add_argument(
+        "--allocate-output",
+        choices=("json", "out"),
+        default="json",
+        help="what the timed allocate writes: --format json (default) or --out DIR",
+    )
+    parser.add_argument(
+        "--report-cases", default="pack300,pack10k", help="comma list of pack300,pack10k"
+    )
+    parser.add_argument("--pdf-clients", type=int, default=20, help="sheets in the PDF section")
+    parser.add_argument(
+        "--pdf-jobs", default=f"1,{len(os.sched_getaffinity(0))}", help="comma list of --jobs"
     )
     parser.add_argument("--startup-repeat", type=int, default=5)
     args = parser.parse_args(argv)
@@ -454,6 +631,11 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [c for c in cases if c not in CASES]
     if unknown:
         parser.error(f"unknown case {unknown[0]!r}; cases: {', '.join(CASES)}")
+    args.report_cases = [c.strip() for c in args.report_cases.split(",") if c.strip()]
+    unknown = [c for c in args.report_cases if c not in REPORT_CASES]
+    if unknown:
+        parser.error(f"unknown report case {unknown[0]!r}; cases: {', '.join(REPORT_CASES)}")
+    args.pdf_jobs = sorted({int(j) for j in args.pdf_jobs.split(",") if j.strip()})
 
     texts = []
     if "startup" in sections:
@@ -462,12 +644,19 @@ def main(argv: list[str] | None = None) -> int:
     results = [run_case(case, args) for case in cases] if "cases" in sections else []
     if "cases" in sections:
         texts.append("## Allocation\n\n" + report(results, args))
+    other_errors: list[str] = []
+    if "report" in sections:
+        texts.append("## Report pack\n\n" + report_section(args, other_errors))
+    if "pdf" in sections:
+        texts.append("## PDF\n\n" + pdf_section(args, other_errors))
     text = "\n\n".join(texts)
     print()
     print(text)
     if args.results:
         args.results.write_text(text + "\n", encoding="utf-8")
-    failed = False
+    failed = bool(other_errors)
+    for error in other_errors:
+        print(f"ERROR: {error}", file=sys.stderr)
     for r in results:
         for error in r.errors:
             print(f"[{r.case}] ERROR: {error}", file=sys.stderr)

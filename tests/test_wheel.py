@@ -145,10 +145,14 @@ def test_the_store_from_the_installed_wheel(installed: Installed, example_copy: 
     store = f"sqlite:///{example_copy / 'store' / 'tc.db'}"
     (example_copy / "store").mkdir()
     done = _run([installed.bin("tenantcost"), "db", "upgrade", "--db", store], cwd=example_copy)
-    assert done.stdout.endswith("schema upgraded from (empty) to revision 0002\n"), done.stdout
+    assert done.stdout.endswith("schema upgraded from (empty) to revision 0003\n"), done.stdout
     done = _run([installed.bin("tenantcost"), "rules", "load", "rules.yaml", "--db", store],
                 cwd=example_copy)  # fmt: skip
     assert "new rule versions: saas-2026-11" in done.stdout
+    done = _run([installed.bin("tenantcost"), "ingest", "usage", "--usage", "usage.csv",
+                 "--db", store], cwd=example_copy)  # fmt: skip
+    assert " committed (replace): 6 rows" in done.stdout
+    assert len(list((example_copy / "store" / "tenantcost-data" / "usage").rglob("*.parquet"))) == 1
 
 
 def test_a_partial_template_folder_overrides_the_installed_package(

@@ -3,7 +3,8 @@
 * :mod:`~tenantcost.cli.shell`: the app, one-line errors (exit 2 for bad input, 3 for an
   internal error) and the options every allocating command shares (:class:`RunOptions`);
 * :mod:`~tenantcost.cli.commands`: the commands, each a few lines;
-* :mod:`~tenantcost.cli.store`: the store's commands (``db upgrade``, ``rules load``);
+* :mod:`~tenantcost.cli.store`: the store's commands (``db upgrade``, ``rules load``,
+  ``ingest usage|costs``);
 * :mod:`~tenantcost.cli.run`: the one run sequence (load inputs -> open engine -> allocate
   -> check the cascade) and what each command prints; imported only when a command runs.
 

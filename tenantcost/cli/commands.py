@@ -27,6 +27,7 @@ from tenantcost.cli.shell import (
     app,
     command,
     run_options,
+    user_errors,
 )
 
 TableJsonOpt = Annotated[str, typer.Option("--format", help="table (default) or json.")]
@@ -114,11 +115,25 @@ def report_command(
             "show fewer than two significant digits.",
         ),
     ] = None,
+    generated_at: Annotated[
+        str | None,
+        typer.Option(
+            "--generated-at",
+            help="The generation time the pages show (ISO 8601; before SOURCE_DATE_EPOCH, "
+            "else now), so two runs give byte-identical HTML and Markdown.",
+        ),
+    ] = None,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs", min=1, help="Processes writing PDFs (default: the cores; 1: serial)."
+        ),
+    ] = None,
 ) -> None:
     """Per-client cost sheets, a finance summary and an index (HTML, PDF, Markdown)."""
     from tenantcost.cli import run
 
-    run.report(options, client, fmt, templates, decimals)
+    run.report(options, client, fmt, templates, decimals, generated_at=generated_at, jobs=jobs)
 
 
 @command("collect")
@@ -221,6 +236,41 @@ def podcost_command(
         typer.echo(rendered, nl=False)
     else:
         typer.echo(f"wrote {len(frame)} rows to {out}", err=True)
+
+
+export_app = typer.Typer(
+    name="export",
+    help="Write the allocation in a format other tools read (FOCUS).",
+    no_args_is_help=True,
+)
+app.add_typer(export_app)
+
+
+@run_options()
+def export_focus_command(
+    options: RunOptions,
+    out: Annotated[
+        Path, typer.Option("--out", help="The FOCUS file to write: FILE.parquet or FILE.csv.")
+    ],
+    grain: Annotated[
+        str, typer.Option("--grain", help="Charge period of a row: day (default) or hour.")
+    ] = "day",
+    focus_version: Annotated[
+        str,
+        typer.Option(
+            "--focus-version",
+            help="1.2 (default; allocation columns x_-prefixed) or 1.3 (allocation columns "
+            "native).",
+        ),
+    ] = "1.2",
+) -> None:
+    """Per-client cost rows in FOCUS (the FinOps Open Cost and Usage Specification)."""
+    from tenantcost.cli.export import export_focus
+
+    export_focus(options, out, grain, focus_version)
+
+
+export_app.command("focus")(user_errors(export_focus_command))
 
 
 def _version_callback(value: bool) -> None:

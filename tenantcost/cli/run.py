@@ -15,6 +15,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
@@ -31,7 +32,7 @@ from tenantcost.progress import chunk_progress
 from tenantcost.reconcile import Cascade, cascade, require_closed
 from tenantcost.split import connect
 from tenantcost.usage_source import is_url, open_usage
-from tenantcost.windows import Period
+from tenantcost.windows import Period, parse_utc
 from tenantcost.writers.compare import compare_document, compare_table
 from tenantcost.writers.files import prepare_out_dir, with_decimal_amount, write_outputs
 from tenantcost.writers.json_output import reconciliation_document, result_document
@@ -49,6 +50,16 @@ def resolve_period(month: str | None, start: str | None, end: str | None) -> Per
             raise InputError("--from and --to go together")
         return Period.between(start, end)
     return None
+
+
+def parse_generated_at(text: str | None) -> datetime | None:
+    """``--generated-at``: an ISO 8601 time (naive = UTC) pinning the pages' generation time."""
+    if text is None:
+        return None
+    at = parse_utc(text, "--generated-at")
+    if pd.isna(at):
+        raise InputError(f"--generated-at: not an ISO 8601 time: '{text}'")
+    return at.to_pydatetime()
 
 
 def parse_chunk(text: str) -> pd.Timedelta | None:
@@ -229,6 +240,8 @@ def report(
     fmt: str,
     templates: Path | None,
     decimals: int | None,
+    generated_at: str | None = None,
+    jobs: int | None = None,
 ) -> None:
     """``report``: the pack around the main run, through the same inputs and core."""
     from tenantcost.report import build_pack, parse_formats, write_pack
@@ -236,9 +249,12 @@ def report(
     formats = parse_formats(fmt)
     out = options.out
     assert out is not None  # --out is required by the command
+    at = parse_generated_at(generated_at)
     with opened(options) as run:
-        pack = build_pack(run.inputs, run.allocate().result, clients=clients, places=decimals)
-    written = write_pack(pack, out, formats, templates=templates)
+        pack = build_pack(
+            run.inputs, run.allocate().result, clients=clients, places=decimals, generated_at=at
+        )
+    written = write_pack(pack, out, formats, templates=templates, jobs=jobs)
     typer.echo(
         f"wrote {len(written)} files for {len(pack.clients)} client(s) to {out} "
         f"(open {out / 'index.html'})",

@@ -20,6 +20,7 @@ import yaml
 from pydantic import (
     Field,
     ValidationError,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -27,6 +28,7 @@ from pydantic import (
 from tenantcost.config.base import Strict
 from tenantcost.config.confidence import ConfidenceThresholds
 from tenantcost.config.cost_model import CostModel
+from tenantcost.config.focus import Focus
 from tenantcost.config.privacy import Privacy
 from tenantcost.config.sources import OpenCostSource, PrometheusSource
 from tenantcost.errors import InputError, warn
@@ -138,7 +140,15 @@ class ExternalCost(Strict):
     """A cost OpenCost does not see (a third-party service, a managed database)."""
 
     name: str
-    amount: Annotated[Decimal, Field(ge=0, le=MAX_EXTERNAL_AMOUNT, allow_inf_nan=False)]
+    amount: Annotated[
+        Decimal,
+        Field(ge=0, le=MAX_EXTERNAL_AMOUNT, allow_inf_nan=False),
+        # Stated here rather than generated: pydantic's own schema for Decimal changes between
+        # releases, and the checked-in config/rules.schema.json must not depend on one.
+        WithJsonSchema(
+            {"type": "number", "minimum": 0, "maximum": MAX_EXTERNAL_AMOUNT, "title": "Amount"}
+        ),
+    ]
     per: Literal["hour", "month"]
     key: Key
     services: list[str] | None = None
@@ -239,6 +249,7 @@ class RuleSet(Strict):
     cost_model: CostModel | None = None
     confidence: ConfidenceThresholds = Field(default_factory=ConfidenceThresholds)
     privacy: Privacy = Field(default_factory=Privacy)
+    focus: Focus = Field(default_factory=Focus)
 
     @field_validator("rules")
     @classmethod

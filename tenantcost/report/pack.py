@@ -13,6 +13,7 @@ the same figures.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 import pandas as pd
 
@@ -102,9 +103,11 @@ def build_pack(
     base: AllocationResult,
     clients: list[str] | None = None,
     places: int | None = None,
+    generated_at: datetime | None = None,
 ) -> ReportPack:
     """Gather the pack around the main run ``base``: re-run under every alternative key,
-    grade, detect rule changes and fingerprint the inputs."""
+    grade, detect rule changes and fingerprint the inputs. ``generated_at`` pins the time the
+    pages show (``--generated-at``), before ``SOURCE_DATE_EPOCH`` and the clock."""
     ruleset = inputs.ruleset
     keys = alternative_keys(inputs)
     runs: dict[str, AllocationResult] = {RULE: base}
@@ -141,7 +144,9 @@ def build_pack(
         amounts=amounts,
         confidence=assess(base, amounts, figures, ruleset, ruleset.confidence),
         changes=changes,
-        provenance=collect(inputs.config, inputs.cost_paths, inputs.usage_paths, base.rules),
+        provenance=collect(
+            inputs.config, inputs.cost_paths, inputs.usage_paths, base.rules, at=generated_at
+        ),
         places=chosen,
         shown=plan(base, amounts, chosen),
         all_clients=order,

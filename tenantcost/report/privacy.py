@@ -21,7 +21,7 @@ output (sheets today, an API or web page for account managers later) applies the
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from tenantcost.kinds import LineKind
@@ -68,6 +68,52 @@ class Redactor:
         if self._pattern is None or not text:
             return text
         return self._pattern.sub(self._sub, text)
+
+
+class Redaction:
+    """A pack's ids compiled once, for every reader's :class:`Redactor`-equivalent.
+
+    A pack of 10,000 sheets cannot compile a pattern of 10,000 ids per sheet, nor scan the
+    same rule texts and paths once per sheet. The pattern over every known id is the same for
+    each reader who is one of them (``Redactor(known, me)`` matches ``others | {me}``, which is
+    ``known``); only what is replaced differs (every match but ``me``). So each distinct text
+    is scanned once and its matches kept; a reader then replaces the matches that are not
+    itself. Texts are redacted exactly as :class:`Redactor` does.
+    """
+
+    def __init__(self, known: Iterable[str]) -> None:
+        self._known = {k for k in known if k}
+        self._pattern = token_pattern(self._known)
+        self._matches: dict[str, list[tuple[int, int, str]]] = {}
+
+    def matches(self, text: str) -> list[tuple[int, int, str]]:
+        """(start, end, id) of each id in ``text``, as ``re.sub`` would find them; cached."""
+        found = self._matches.get(text)
+        if found is None:
+            assert self._pattern is not None
+            found = [(m.start(), m.end(), m.group(0)) for m in self._pattern.finditer(text)]
+            self._matches[text] = found
+        return found
+
+    def reader(self, me: str) -> Callable[[str], str]:
+        """What :class:`Redactor` ``(known, me=me)`` does, from the shared scans."""
+        if me and me not in self._known:  # the reader's own id would change the pattern
+            return Redactor(self._known, me=me)
+        if len(self._known) == (me in self._known):  # nobody else to redact
+            return lambda text: text
+
+        def redact(text: str) -> str:
+            if not text:
+                return text
+            parts: list[str] = []
+            last = 0
+            for start, end, found in self.matches(text):
+                if found != me:
+                    parts += [text[last:start], REDACTED]
+                    last = end
+            return "".join([*parts, text[last:]]) if parts else text
+
+        return redact
 
 
 def withheld_pools(result: AllocationResult, threshold: int) -> set[tuple[str, str, str]]:

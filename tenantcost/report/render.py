@@ -12,7 +12,6 @@ figures. Markdown escapes every value (:mod:`tenantcost.report.markdown`).
 
 from __future__ import annotations
 
-import logging
 import shlex
 import sys
 from collections.abc import Callable, Sequence
@@ -29,8 +28,8 @@ from tenantcost.errors import InputError, InternalError
 from tenantcost.report import markdown as md
 from tenantcost.report.display import format_share, format_units
 from tenantcost.report.pack import ReportPack
-from tenantcost.report.privacy import Redactor
-from tenantcost.report.sheet import ClientSheet, build_sheet, period_view, slug
+from tenantcost.report.pdf import PdfPool, default_jobs, write_pdf
+from tenantcost.report.sheet import ClientSheet, build_sheet, period_view, prepare, slug
 from tenantcost.report.summary import FinanceSummary, build_summary
 
 FORMATS = ("html", "pdf", "md")
@@ -139,27 +138,24 @@ def reproduce_command(pack: ReportPack, out: Path) -> str:
     return shlex.join(parts)
 
 
-def _pdf(weasyprint: ModuleType, html: str, target: Path) -> None:
-    logging.getLogger("weasyprint").setLevel(logging.ERROR)
-    logging.getLogger("fontTools").setLevel(logging.ERROR)
-    weasyprint.HTML(string=html, base_url=str(target.parent)).write_pdf(str(target))
-
-
 @dataclass
 class Writer:
-    """Renders and writes the files of one pack, reporting each step to ``tick``."""
+    """Renders and writes the files of one pack, reporting each step to ``tick``; PDFs in
+    ``jobs`` processes (:class:`~tenantcost.report.pdf.PdfPool`) when more than one."""
 
     pack: ReportPack
     out: Path
     formats: Sequence[str]
     templates: Path | None
     tick: Callable[[str], None]
+    jobs: int = 1
 
     def __post_init__(self) -> None:
         self.html_env = environment("html", self.templates)
         self.md_env = environment("md", self.templates)
         self.weasyprint = load_weasyprint() if "pdf" in self.formats else None
         self.written: list[Path] = []
+        self.pool: PdfPool | None = None
 
     def _write(self, path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -175,23 +171,39 @@ class Writer:
             assert self.weasyprint is not None
             target = stem.with_suffix(".pdf")
             target.parent.mkdir(parents=True, exist_ok=True)
-            _pdf(self.weasyprint, html, target)
             self.written.append(target)
-            self.tick(f"{stem.name}.pdf")
+            if self.pool is not None:  # ticks when a worker has written it
+                self.pool.submit(html, target)
+            else:
+                write_pdf(self.weasyprint, html, target)
+                self.tick(f"{stem.name}.pdf")
         if "md" in self.formats:
             self._write(stem.with_suffix(".md"), _render(self.md_env, md_name, **context))
             self.tick(f"{stem.name}.md")
 
     def run(self) -> list[Path]:
+        """Every file of the pack; PDFs in a process pool when ``jobs`` > 1 and there are
+        several (the summary and at least one sheet)."""
+        if "pdf" not in self.formats or self.jobs < 2 or not self.pack.clients:
+            return self._pages()
+        with PdfPool(self.jobs, lambda target: self.tick(target.name)) as pool:
+            self.pool = pool
+            written = self._pages()
+            pool.finish()
+        self.pool = None
+        return written
+
+    def _pages(self) -> list[Path]:
         pack = self.pack
         slugs = _unique_slugs(pack.clients)
         files = {c: f"{CLIENT_DIR}/{slugs[c]}" for c in pack.clients}
         command = reproduce_command(pack, self.out)
         sheets: list[ClientSheet] = []
+        views = prepare(pack)  # what every sheet shares, once: each sheet costs its own lines
         for client in pack.clients:  # one sheet per client, each in every format
-            sheet = build_sheet(pack, client, slugs[client])
+            sheet = build_sheet(pack, client, slugs[client], views)
             sheets.append(sheet)
-            redact = Redactor(pack.known_clients, me=client)
+            redact = views.redaction.reader(client)
             self._emit(
                 self.out / files[client],
                 "client_sheet.html",
@@ -288,8 +300,10 @@ def write_pack(
     formats: Sequence[str],
     templates: Path | None = None,
     progress: bool | None = None,
+    jobs: int | None = None,
 ) -> list[Path]:
-    """Render every file of the pack into ``out``; a progress bar on a terminal's stderr."""
+    """Render every file of the pack into ``out``; a progress bar on a terminal's stderr.
+    PDFs are written by ``jobs`` processes (default: the cores; 1: in this process)."""
     if templates is not None and not templates.is_dir():
         raise InputError("--templates: not a folder", file=str(templates))
     steps = (len(pack.clients) + 1) * len(formats) + 1
@@ -309,7 +323,7 @@ def write_pack(
         def tick(name: str) -> None:
             bar.update(task, advance=1, description=f"rendering {name}")
 
-        writer = Writer(pack, out, formats, templates, tick)
+        writer = Writer(pack, out, formats, templates, tick, jobs or default_jobs())
         try:
             return writer.run()
         except OSError as exc:

@@ -139,19 +139,39 @@ def describe_version(
     )
 
 
-def scope(result: AllocationResult, client: str, redact: Callable[[str], str]) -> Scope:
-    """The rule versions of the period and the residual and excluded workloads seen in it."""
+@dataclass(frozen=True)
+class SeenWorkloads:
+    """The residual and excluded workloads of a period, before redaction: the same for every
+    sheet of a pack, so found once (:func:`seen_workloads`), not once per client."""
+
+    not_charged: list[str]
+    excluded: list[tuple[str, str]]
+
+
+def seen_workloads(result: AllocationResult) -> SeenWorkloads:
+    """The overhead and reserve workloads and the excluded ones (with reasons) of the period."""
     residual = result.residual
     labels = {"overhead": "overhead (shared operation)", "reserve": "reserve (capacity kept free)"}
     not_charged = []
     for cls, label in labels.items():
         names = sorted(residual.loc[residual["class"] == cls, "name"].astype(str).unique())
         if names:
-            not_charged.append(redact(f"{label}: {', '.join(names)}"))
+            not_charged.append(f"{label}: {', '.join(names)}")
+    excluded = [(str(e["name"]), str(e["reason"])) for e in exclusion_summary(result)]
+    return SeenWorkloads(not_charged, excluded)
+
+
+def scope(
+    result: AllocationResult,
+    client: str,
+    redact: Callable[[str], str],
+    seen: SeenWorkloads | None = None,
+) -> Scope:
+    """The rule versions of the period and the residual and excluded workloads seen in it
+    (``seen``: :func:`seen_workloads` of ``result``, computed once per pack)."""
+    seen = seen if seen is not None else seen_workloads(result)
     return Scope(
         rules=[describe_version(v, client, redact, result.currency) for v in result.rules],
-        not_charged=not_charged,
-        excluded=[
-            (redact(str(e["name"])), redact(str(e["reason"]))) for e in exclusion_summary(result)
-        ],
+        not_charged=[redact(text) for text in seen.not_charged],
+        excluded=[(redact(name), redact(reason)) for name, reason in seen.excluded],
     )

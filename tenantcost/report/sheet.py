@@ -17,8 +17,11 @@ the period: their sum minus the reader's total is the others' sum.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from tenantcost.config.rules import EVEN
@@ -37,9 +40,9 @@ from tenantcost.report.display import (
     unit_basis,
 )
 from tenantcost.report.pack import ReportPack
-from tenantcost.report.privacy import Redactor, too_few_clients, withheld_pools
+from tenantcost.report.privacy import Redaction, too_few_clients, withheld_pools
 from tenantcost.report.provenance import Provenance
-from tenantcost.report.rule_text import Scope, scope
+from tenantcost.report.rule_text import Scope, SeenWorkloads, scope, seen_workloads
 from tenantcost.timefmt import iso_z
 from tenantcost.writers.json_output import client_lines
 
@@ -206,15 +209,32 @@ def withheld_note(threshold: int, kind: str = "source") -> str:
     )
 
 
+def lines_by_client(pack: ReportPack) -> dict[str, list[Any]]:
+    """Each client's lines (:func:`client_lines` rows), in sheet order (kind, source, key):
+    grouped and sorted once for the whole pack, then cut by client."""
+    grouped = client_lines(pack.base)
+    if grouped.empty:
+        return {}
+    ordered = grouped.assign(order=grouped["kind"].map(KIND_ORDER)).sort_values(
+        ["client", "order", "source", "key"], kind="mergesort"
+    )  # a stable sort: within a client, the order of sorting that client's lines alone
+    records = list(ordered.itertuples(index=False))
+    clients = ordered["client"].astype(str).to_numpy()
+    starts = np.flatnonzero(np.r_[True, clients[1:] != clients[:-1]])
+    ends = np.r_[starts[1:], len(clients)]
+    return {str(clients[a]): records[a:b] for a, b in zip(starts, ends, strict=True)}
+
+
 def _lines(
-    pack: ReportPack, mine: pd.DataFrame, pool: pd.Series, hidden: set[tuple[str, str, str]]
+    pack: ReportPack,
+    mine: Sequence[Any],
+    pool: dict[tuple[Any, ...], Any],
+    hidden: set[tuple[str, str, str]],
 ) -> tuple[list[SheetLine], str]:
-    mine = mine.assign(order=mine["kind"].map(KIND_ORDER)).sort_values(
-        ["order", "source", "key"], kind="mergesort"
-    )
-    amounts, total = format_column(mine["amount"].astype("int64").tolist(), pack.places)
+    """The client's lines (from :func:`lines_by_client`), formatted for the sheet."""
+    amounts, total = format_column([int(line.amount) for line in mine], pack.places)
     out = []
-    for line, amount in zip(mine.itertuples(index=False), amounts, strict=True):
+    for line, amount in zip(mine, amounts, strict=True):
         keyed = line.kind in ("shared", "external")
         basis = unit_basis(str(line.key)) if keyed else None
         rate = "-"
@@ -331,7 +351,7 @@ def _confidence(
 
 
 def _notices(
-    pack: ReportPack, changes: list[RuleChange], client: str, redact: Redactor
+    pack: ReportPack, changes: list[RuleChange], client: str, redact: Callable[[str], str]
 ) -> list[NoticeView]:
     out = []
     for change in changes:
@@ -346,14 +366,12 @@ def _notices(
     return out
 
 
-def _unattributed(
-    pack: ReportPack, redact: Redactor, hidden: set[tuple[str, str, str]]
-) -> UnattributedView:
-    """Section 3. A row of a withheld pool is withheld (pool cost minus its unattributed part
-    is the clients' part); the total is withheld with any row (total minus the rows shown is
-    the row); the cost meant for clients and the share are withheld unless the period had
-    ``min_pool_clients`` clients (that cost minus the unattributed minus the reader's total
-    is the other clients' sum)."""
+def _unattributed(pack: ReportPack, hidden: set[tuple[str, str, str]]) -> UnattributedView:
+    """Section 3, before redaction (the same for every sheet). A row of a withheld pool is
+    withheld (pool cost minus its unattributed part is the clients' part); the total is
+    withheld with any row (total minus the rows shown is the row); the cost meant for clients
+    and the share are withheld unless the period had ``min_pool_clients`` clients (that cost
+    minus the unattributed minus the reader's total is the other clients' sum)."""
     threshold = pack.inputs.ruleset.privacy.min_pool_clients
     items = unattributed_summary(pack.base)
     amounts, total = format_column([int(i["amount"]) for i in items], pack.places)
@@ -363,7 +381,7 @@ def _unattributed(
     bound = int(pack.base.lines["amount"].sum()) + unattributed
     few = too_few_clients(pack.base, threshold)
     rows = [
-        Row(redact(f"{i['source']} ({i['kind']})"), WITHHELD if h else amount, str(i["cause"]))
+        Row(f"{i['source']} ({i['kind']})", WITHHELD if h else amount, str(i["cause"]))
         for i, amount, h in zip(items, amounts, hide, strict=True)
     ]
     notes = []
@@ -387,6 +405,38 @@ def _unattributed(
     )
 
 
+@dataclass(frozen=True)
+class PackViews:
+    """What every sheet of a pack shares, computed once per pack (:func:`prepare`): the
+    pack's lines grouped by client, the pools and which are withheld, section 3, the workloads
+    seen, and the compiled ids to redact. A sheet then costs its own lines, not all lines: a
+    pack is linear in clients."""
+
+    period: PeriodView
+    lines: dict[str, list[Any]]
+    pool: dict[tuple[Any, ...], Any]
+    hidden: set[tuple[str, str, str]]
+    unattributed: UnattributedView
+    """Section 3 before redaction."""
+    seen: SeenWorkloads
+    redaction: Redaction
+
+
+def prepare(pack: ReportPack) -> PackViews:
+    """The shared part of every sheet of ``pack``."""
+    hidden = withheld_pools(pack.base, pack.inputs.ruleset.privacy.min_pool_clients)
+    pool = pools(pack)
+    return PackViews(
+        period=period_view(pack),
+        lines=lines_by_client(pack),
+        pool=dict(zip(pool.index.tolist(), pool.to_numpy(), strict=True)),
+        hidden=hidden,
+        unattributed=_unattributed(pack, hidden),
+        seen=seen_workloads(pack.base),
+        redaction=Redaction(pack.known_clients),
+    )
+
+
 def slug(client: str) -> str:
     """A file-name-safe form of a client id (the id itself stays in the page)."""
     import re
@@ -395,14 +445,18 @@ def slug(client: str) -> str:
     return text or "client"
 
 
-def build_sheet(pack: ReportPack, client: str, file_slug: str | None = None) -> ClientSheet:
-    """The sheet of one client of the pack."""
-    redact = Redactor(pack.known_clients, me=client)
-    grouped = client_lines(pack.base)
-    mine = grouped[grouped["client"] == client] if not grouped.empty else grouped
+def build_sheet(
+    pack: ReportPack,
+    client: str,
+    file_slug: str | None = None,
+    views: PackViews | None = None,
+) -> ClientSheet:
+    """The sheet of one client of the pack (``views``: :func:`prepare` of the pack, shared by
+    its sheets; computed here when not given)."""
+    views = views if views is not None else prepare(pack)
+    redact = views.redaction.reader(client)
     threshold = pack.inputs.ruleset.privacy.min_pool_clients
-    hidden = withheld_pools(pack.base, threshold)
-    lines, total = _lines(pack, mine, pools(pack), hidden)
+    lines, total = _lines(pack, views.lines.get(client, []), views.pool, views.hidden)
     chart = bar_chart(
         "sources-chart",
         "Your cost by source",
@@ -424,17 +478,20 @@ def build_sheet(pack: ReportPack, client: str, file_slug: str | None = None) -> 
         version=prov.version,
         generated_at=prov.generated_at,
     )
+    section3 = views.unattributed
     return ClientSheet(
         client=client,
         slug=file_slug or slug(client),
         currency=pack.base.currency,
         places=pack.places,
-        period=period_view(pack),
+        period=views.period,
         total=total,
         lines=[SheetLine(**{**line.__dict__, "source": redact(line.source)}) for line in lines],
         sources_chart=chart,
-        scope=scope(pack.base, client, redact),
-        unattributed=_unattributed(pack, redact, hidden),
+        scope=scope(pack.base, client, redact, views.seen),
+        unattributed=replace(
+            section3, rows=[replace(row, label=redact(row.label)) for row in section3.rows]
+        ),
         confidence=_confidence(
             pack, client, pack.confidence[client], hide_even=any(line.withheld for line in lines)
         ),

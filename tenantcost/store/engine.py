@@ -24,6 +24,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from tenantcost.errors import InputError
+from tenantcost.store.lock import SQLITE_BEGIN_KEY
 from tenantcost.store.settings import StoreSettings
 
 BUSY_TIMEOUT_SECONDS = 5.0
@@ -75,7 +76,8 @@ def _sqlite_pragmas(engine: Engine, *, foreign_keys: bool, busy_timeout: float) 
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
-        connection.exec_driver_sql("BEGIN")
+        # BEGIN IMMEDIATE (the write lock at once) when store.lock.write_transaction asks.
+        connection.exec_driver_sql(connection.info.pop(SQLITE_BEGIN_KEY, "BEGIN"))
 
 
 @contextmanager

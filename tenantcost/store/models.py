@@ -12,6 +12,8 @@ Now:
 * ``batch``: the catalog of ingested raw data. A Parquet partition file is live only when a
   committed batch names it (by ``uid``, which exists before the commit so files can be
   written first and committed by inserting this row).
+* ``batch_cell``: the (window, service) or (window, workload) cells of each batch (what a
+  ``replace`` batch supersedes), and ``batch_file``: its Parquet files, by day.
 
 Next (their own migrations; integer ids so rows order by commit): ``run`` (+ ``run_rule``,
 ``run_batch`` linking the rule versions and batches a run read), per-run results
@@ -35,6 +37,7 @@ from sqlalchemy import (
     Dialect,
     Index,
     MetaData,
+    Table,
     Text,
     TypeDecorator,
 )
@@ -145,7 +148,10 @@ class Batch(StoreModel, table=True):
 
     ``id`` orders batches by commit (a later ``replace`` wins); ``uid`` names the batch's
     Parquet files before the row exists. ``window_from``/``window_to`` bound the windows the
-    batch covers (``to`` exclusive); ``rows`` and ``sha256`` are of the canonical rows."""
+    batch covers (``to`` exclusive); ``rows`` counts the canonical rows stored; ``sha256`` is
+    over its files' sha256 in day order (``"<day> <sha256>"`` lines; usage rows are written in
+    canonical order), so the same input gives the same sha256. Only committed batches are
+    written (the row is the commit point); ``pending`` and ``aborted`` are reserved."""
 
     __tablename__ = "batch"
     __table_args__ = _table_args(
@@ -169,6 +175,43 @@ class Batch(StoreModel, table=True):
     created_at: datetime = Field(sa_type=UTCDateTime, default_factory=utcnow)
     actor: str = Field(max_length=200)
     status: str = Field(max_length=16, default="pending")
+
+
+class BatchCell(StoreModel, table=True):
+    """One (window, key) cell a batch holds rows for: ``key`` is the service (usage) or the
+    workload (costs, :func:`tenantcost.store.ingest.workload_key`). A ``replace`` batch
+    supersedes every earlier batch's rows of its cells: the rows of a cell that count are
+    those of the cell's latest ``replace`` batch and of the ``sum`` batches after it."""
+
+    __tablename__ = "batch_cell"
+    __table_args__ = _table_args(Index("ix_batch_cell_window_start_key", "window_start", "key"))
+
+    id: int | None = Field(default=None, primary_key=True)
+    batch_id: int = Field(foreign_key="batch.id", index=True)
+    window_start: datetime = Field(sa_type=UTCDateTime)
+    window_end: datetime = Field(sa_type=UTCDateTime)
+    key: str = Field(sa_type=Text)
+
+
+class BatchFile(StoreModel, table=True):
+    """One Parquet file of a batch (``path`` relative to the data directory, under
+    ``<kind>/date=<day>/``): readers open only the files committed batches name."""
+
+    __tablename__ = "batch_file"
+    __table_args__ = _table_args(("rows", "rows >= 0"))
+
+    id: int | None = Field(default=None, primary_key=True)
+    batch_id: int = Field(foreign_key="batch.id", index=True)
+    day: str = Field(max_length=10, index=True)
+    path: str = Field(sa_type=Text)
+    rows: int = Field(sa_type=BigInteger)
+    sha256: str = Field(max_length=64)
+
+
+def table(model: type[StoreModel]) -> Table:
+    """A model's Core table, for bulk inserts and set queries (SQLModel does not declare
+    ``__table__`` to type checkers)."""
+    return METADATA.tables[str(model.__tablename__)]
 
 
 METADATA = StoreModel.metadata

@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -58,10 +58,11 @@ def sha256_hex(data: bytes | str) -> str:
 
 
 def load_rule_file(
-    engine: Engine, path: Path, actor: str, ruleset: RuleSet | None = None
+    engine: Engine | Connection, path: Path, actor: str, ruleset: RuleSet | None = None
 ) -> Loaded:
     """Store what is new in the rule file ``path`` (validated here unless ``ruleset`` is its
-    validated content), in one transaction: all or nothing."""
+    validated content), in one transaction: all or nothing. Given a connection (the
+    command's :func:`~tenantcost.store.lock.write_transaction`), it joins its transaction."""
     if ruleset is None:  # a bad file stops here, before the store is touched
         ruleset = load_rules(path)
     raw = path.read_bytes()

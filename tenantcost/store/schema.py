@@ -21,6 +21,7 @@ from sqlalchemy import Connection, Engine
 from tenantcost import __version__
 from tenantcost.errors import InputError
 from tenantcost.store.actor import os_actor
+from tenantcost.store.lock import write_transaction
 from tenantcost.store.models import StoreMeta, utcnow
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -64,18 +65,22 @@ class Upgrade:
     after: str
 
 
-def upgrade(engine: Engine, target: str = "head") -> Upgrade:
-    """Migrate the store up to ``target``, recording who did it in ``store_meta``.
+def upgrade(engine: Engine, target: str = "head", *, wait: float = 5.0) -> Upgrade:
+    """Migrate the store up to ``target``, recording who did it in ``store_meta``, under the
+    store's write lock (waiting up to ``wait`` seconds, else
+    :class:`~tenantcost.store.lock.StoreLocked`).
 
     Refuses a store at a revision this code does not know (newer code upgraded it): going
     "up" from there is impossible and going down would lose what the newer code wrote.
     """
-    before = current_revision(engine)
-    _refuse_unknown(before, engine)
-    with engine.begin() as connection:  # the migrations and the record: one transaction
-        command.upgrade(alembic_config(connection), target)
+    _refuse_unknown(current_revision(engine), engine)  # before waiting for the lock
+    # The migrations and the record: one transaction, holding the lock.
+    with write_transaction(engine, wait) as connection:
         heads = MigrationContext.configure(connection).get_current_heads()
-        after = heads[0]
+        before = heads[0] if heads else None  # read under the lock: another may have upgraded
+        _refuse_unknown(before, engine)
+        command.upgrade(alembic_config(connection), target)
+        after = MigrationContext.configure(connection).get_current_heads()[0]
         if after != before:
             _record_upgrade(connection, created=before is None)
     return Upgrade(before, after)

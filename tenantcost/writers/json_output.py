@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from tenantcost import __version__
@@ -97,32 +98,42 @@ def rules_in_force(result: AllocationResult) -> list[dict[str, Any]]:
     ]
 
 
-def _client_documents(result: AllocationResult) -> list[dict[str, Any]]:
-    """Each client's total and its lines, largest client first (one group-by, not one scan
-    of all lines per client)."""
-    grouped = client_lines(result)
-    lines_by_client: dict[str, list[dict[str, Any]]] = {}
-    if not grouped.empty:
-        for client, mine in grouped.groupby("client", sort=False, observed=True):
-            lines_by_client[str(client)] = [
-                {
-                    "source": line.source,
-                    "kind": line.kind,
-                    "key": line.key or None,
-                    "measure": _num(line.measure),
-                    "share": _num(line.share),
-                    "amount": int(line.amount),
-                    "windows": int(line.windows),
-                }
-                for line in mine.itertuples(index=False)
-            ]
-    return [
+def _rounded(values: pd.Series) -> list[float | None]:
+    """:func:`_num` of every value (Python's correctly rounded ``round``, as one list)."""
+    return [None if v != v else round(v, 9) for v in values.astype("float64").tolist()]
+
+
+def _line_records(grouped: pd.DataFrame) -> dict[str, list[dict[str, Any]]]:
+    """Each client's line documents, in ``grouped``'s order (sorted by client): the columns
+    are converted once for all lines, then cut at the client boundaries."""
+    key = grouped["key"].astype(object)
+    frame = pd.DataFrame(
         {
-            "client": row.client,
-            "amount": int(row.amount),
-            "lines": lines_by_client.get(str(row.client), []),
+            "source": grouped["source"].astype(object),
+            "kind": grouped["kind"].astype(object),
+            "key": key.where(key.astype(bool), None),
+            "measure": pd.Series(_rounded(grouped["measure"]), dtype=object),
+            "share": pd.Series(_rounded(grouped["share"]), dtype=object),
+            "amount": grouped["amount"].astype("int64").to_numpy(),
+            "windows": grouped["windows"].astype("int64").to_numpy(),
         }
-        for row in result.client_totals().itertuples(index=False)
+    )
+    records = frame.to_dict("records")
+    clients = grouped["client"].astype(str).to_numpy()
+    starts = np.flatnonzero(np.r_[True, clients[1:] != clients[:-1]])
+    ends = np.r_[starts[1:], len(clients)]
+    return {str(clients[a]): records[a:b] for a, b in zip(starts, ends, strict=True)}
+
+
+def _client_documents(result: AllocationResult) -> list[dict[str, Any]]:
+    """Each client's total and its lines, largest client first (one group-by and one
+    conversion of all lines, not one scan or one ``itertuples`` per client)."""
+    grouped = client_lines(result)
+    lines_by_client = _line_records(grouped) if not grouped.empty else {}
+    totals = result.client_totals()
+    return [
+        {"client": client, "amount": int(amount), "lines": lines_by_client.get(str(client), [])}
+        for client, amount in zip(totals["client"].tolist(), totals["amount"].tolist(), strict=True)
     ]
 
 

@@ -1,0 +1,430 @@
+"""``tenantcost ingest``: raw usage and costs into the store, one atomic batch at a time.
+
+Inputs are read by the same readers as ``allocate`` (:func:`tenantcost.usage_source.open_usage`
+for usage, :func:`tenantcost.readers.costs.read_costs` for costs), so a row ``allocate``
+refuses is refused here with the same one line, before anything is written. A batch then:
+
+1. takes the store's write lock (:func:`tenantcost.store.lock.write_transaction`);
+2. removes files no committed batch names (leftovers of an interrupted batch);
+3. writes one Parquet file per day under a temporary name, renamed when complete
+   (:mod:`tenantcost.store.data`); usage is validated day by day as it is written;
+4. inserts the ``batch`` row, its cells and its files, and commits: the commit point.
+
+An error or a kill anywhere before 4 leaves the catalog as it was; the files written are
+removed at once or by the next ingest, and no reader opens them meanwhile.
+
+**Cells and modes.** A usage cell is (window, service), a cost cell is (window, workload)
+(:func:`workload_key`). ``replace`` (the default) makes the batch's rows the only ones of its
+cells: earlier batches' rows of those cells no longer count (they stay on disk, and in the
+catalog, for provenance). ``sum`` adds the batch's rows to what the cells hold (partial counts
+sent during the hour); usage rows of the same window, service and client are then summed.
+Ingesting the same file twice with ``replace`` therefore leaves the stored usage as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+from sqlalchemy import Connection, insert, select
+from sqlmodel import Session
+
+from tenantcost.errors import InputError
+from tenantcost.readers.costs import read_costs
+from tenantcost.split import connect, quote
+from tenantcost.store.data import DataDir, Store, partition
+from tenantcost.store.lock import write_transaction
+from tenantcost.store.models import Batch, BatchCell, BatchFile, table, utcnow
+from tenantcost.store.rules import sha256_hex
+from tenantcost.tables import USAGE_KEY_COLUMNS
+from tenantcost.usage_source import UsageSource, is_url, open_usage, register_filesystems
+from tenantcost.windows import Period, select_period
+
+MODES = ("replace", "sum")
+PAUSE_BEFORE_COMMIT_ENV = "TENANTCOST_TEST_PAUSE_BEFORE_COMMIT"
+"""Tests only: a file path; an ingest that has written its files creates it, then sleeps
+until killed (the interrupted-batch test kills it there)."""
+CELL_COLUMNS = ["window_start", "window_end", "key"]
+DAY = pd.Timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class Ingested:
+    """What one ``ingest`` did (or, with ``dry_run``, would do)."""
+
+    kind: str
+    uid: str
+    mode: str
+    rows: int
+    cells: int
+    replaced: int
+    """Cells that earlier batches held (their rows now superseded, with ``replace``)."""
+    skipped: int
+    """Input rows outside ``--from/--to``/``--month``, not ingested."""
+    window_from: pd.Timestamp
+    window_to: pd.Timestamp
+    sha256: str
+    files: int
+    cleaned: int
+    """Leftover files of interrupted batches removed first."""
+    dry_run: bool
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One day's Parquet file of a batch, built locally."""
+
+    day: str
+    built: Path
+    rows: int
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise InputError(f"--mode: expected replace or sum, got '{mode}'")
+    return mode
+
+
+def ingest_usage(
+    store: Store,
+    paths: Sequence[str | Path],
+    *,
+    period: Period | None,
+    mode: str,
+    actor: str,
+    dry_run: bool = False,
+    wait: float = 0.0,
+) -> Ingested:
+    """Ingest usage files (CSV or Parquet, files, folders, URLs) as one batch."""
+    check_mode(mode)
+    con = _connect()
+    given = [p if is_url(p) else Path(p) for p in paths]
+    full = open_usage(given, con)  # CSV is validated whole here; Parquet per day below
+    source = full.within(period) if period is not None else full
+    first, last_start, last_end, count = _usage_span(con, source)
+    if count == 0:
+        raise InputError(_nothing("usage", period), file=full.origin)
+    days = pd.date_range(first.floor("D"), last_start.floor("D"), freq="D")
+    shape = _Shape("usage", full.origin, mode, count, full.estimated_rows(con) - count,
+                   period.start if period is not None else first,
+                   period.end if period is not None else last_end)  # fmt: skip
+    if dry_run:
+        _, cells = _usage_days(con, source, days, None)  # validates every day
+        return shape.dry_run(len(cells))
+
+    def build(conn: Connection, folder: Path) -> tuple[list[_Part], pd.DataFrame]:
+        _check_metrics(conn, store.data, con, source.metrics, full.origin)
+        return _usage_days(con, source, days, folder)
+
+    return _store_batch(store, shape, actor, wait, build)
+
+
+def ingest_costs(
+    store: Store,
+    paths: Sequence[str | Path],
+    *,
+    period: Period | None,
+    mode: str,
+    actor: str,
+    dry_run: bool = False,
+    wait: float = 0.0,
+) -> Ingested:
+    """Ingest cost files (OpenCost JSON or CSV export, canonical CSV/Parquet) as one batch."""
+    check_mode(mode)
+    origin = ", ".join(str(p) for p in paths)
+    every = read_costs([Path(p) for p in paths])
+    costs = select_period(every, period, "costs")
+    if costs.empty:
+        raise InputError(_nothing("cost", period), file=origin)
+    shape = _Shape("costs", origin, mode, len(costs), len(every) - len(costs),
+                   period.start if period is not None else costs["window_start"].min(),
+                   period.end if period is not None else costs["window_end"].max())  # fmt: skip
+    cells = _cells(costs["window_start"], costs["window_end"], workload_key(costs))
+    if dry_run:
+        return shape.dry_run(len(cells))
+
+    def build(_conn: Connection, folder: Path) -> tuple[list[_Part], pd.DataFrame]:
+        return _cost_days(costs, folder), cells
+
+    return _store_batch(store, shape, actor, wait, build)
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What a validated input holds, before it is stored."""
+
+    kind: str
+    source: str
+    mode: str
+    rows: int
+    skipped: int
+    window_from: pd.Timestamp
+    window_to: pd.Timestamp
+
+    def dry_run(self, cells: int) -> Ingested:
+        return Ingested(self.kind, "", self.mode, self.rows, cells, 0, self.skipped,
+                        self.window_from, self.window_to, "", 0, 0, dry_run=True)  # fmt: skip
+
+
+def _store_batch(
+    store: Store,
+    shape: _Shape,
+    actor: str,
+    wait: float,
+    build: Callable[[Connection, Path], tuple[list[_Part], pd.DataFrame]],
+) -> Ingested:
+    """Steps 1-4 of the module docstring: lock, clean, write the files ``build`` makes,
+    commit the catalog rows. Any failure removes the batch's files and rolls back."""
+    uid = uuid.uuid4().hex
+    with _removed_on_failure(store.data, uid), write_transaction(store.engine, wait) as conn:
+        cleaned = store.data.clean(_batch_uids(conn))
+        with store.data.staging() as folder:
+            parts, cells = build(conn, folder)
+            files = _publish(store.data, shape.kind, uid, parts)
+        batch = Batch(uid=uid, kind=shape.kind, source=shape.source, mode=shape.mode,
+                      rows=shape.rows, sha256=_batch_sha(files),
+                      window_from=shape.window_from.to_pydatetime(),
+                      window_to=shape.window_to.to_pydatetime(), actor=actor,
+                      status="committed")  # fmt: skip
+        replaced = _commit(conn, batch, cells, files)
+    return Ingested(shape.kind, uid, shape.mode, shape.rows, len(cells), replaced, shape.skipped,
+                    shape.window_from, shape.window_to, batch.sha256, len(files), cleaned,
+                    dry_run=False)  # fmt: skip
+
+
+def workload_key(costs: pd.DataFrame) -> pd.Series:
+    """The workload of each cost row: cluster, namespace, controller kind and controller
+    (pods and nodes of one workload are one workload); a row without a controller (idle,
+    unallocated, a bare pod) is its own workload by name. Fields joined by U+001F."""
+    sep = "\x1f"
+    has_controller = costs["controller"].astype("str") != ""
+    name = costs["name"].astype("str").where(~has_controller, "")
+    parts = [costs[c].astype("str") for c in ("cluster", "namespace", "controller_kind")]
+    key = parts[0] + sep + parts[1] + sep + parts[2] + sep + costs["controller"].astype("str")
+    return (key + sep + name).astype("str")
+
+
+def _connect() -> duckdb.DuckDBPyConnection:
+    con = connect()
+    con.execute("SET preserve_insertion_order = true")
+    return con
+
+
+def _nothing(what: str, period: Period | None) -> str:
+    where = (
+        f" in the period {period.start.isoformat()} to {period.end.isoformat()}" if period else ""
+    )
+    return f"no {what} rows to ingest{where}"
+
+
+def _usage_span(
+    con: duckdb.DuckDBPyConnection, source: UsageSource
+) -> tuple[pd.Timestamp, pd.Timestamp, pd.Timestamp, int]:
+    """First window start, last window start and end, and the row count."""
+    row = con.execute(
+        "SELECT min(window_start), max(window_start), max(window_end), count(*) "
+        f"FROM ({source.relation(con)})"
+    ).fetchall()[0]
+    count = int(row[3])
+    if count == 0:
+        zero = pd.Timestamp(0, tz="UTC")
+        return zero, zero, zero, 0
+    first, last_start, last_end = (pd.Timestamp(v).tz_convert("UTC") for v in row[:3])
+    return first, last_start, last_end, count
+
+
+def _usage_days(
+    con: duckdb.DuckDBPyConnection,
+    source: UsageSource,
+    days: pd.DatetimeIndex,
+    folder: Path | None,
+) -> tuple[list[_Part], pd.DataFrame]:
+    """Validate usage one day at a time (as ``allocate`` does per chunk) and, with a
+    ``folder``, write each day's rows in canonical order; returns the parts and the cells."""
+    columns = ", ".join(quote(c) for c in [*USAGE_KEY_COLUMNS, *source.metrics])
+    order = ", ".join(USAGE_KEY_COLUMNS)
+    parts: list[_Part] = []
+    cells: list[pd.DataFrame] = []
+    for day in days:  # one iteration per day, not per row
+        rows = source.materialise(con, day, day + DAY)
+        if not rows:
+            continue
+        cells.append(
+            con.execute(
+                "SELECT DISTINCT window_start, window_end, service AS key FROM chunk_usage"
+            ).df()
+        )
+        if folder is not None:
+            built = folder / f"{day:%Y-%m-%d}.parquet"
+            target = str(built).replace("'", "''")
+            with _writing(built):
+                con.execute(
+                    f"COPY (SELECT {columns} FROM chunk_usage ORDER BY {order}) "
+                    f"TO '{target}' (FORMAT parquet)"
+                )
+            parts.append(_Part(f"{day:%Y-%m-%d}", built, rows))
+    frame = pd.concat(cells, ignore_index=True) if cells else pd.DataFrame(columns=CELL_COLUMNS)
+    return parts, _cells(frame["window_start"], frame["window_end"], frame["key"])
+
+
+def _cost_days(costs: pd.DataFrame, folder: Path) -> list[_Part]:
+    """One Parquet file per day of ``window_start`` (UTC), rows in the canonical order."""
+    day = costs["window_start"].dt.strftime("%Y-%m-%d")
+    parts = []
+    for name, rows in costs.groupby(day, sort=True):  # one iteration per day
+        built = folder / f"{name}.parquet"
+        with _writing(built):
+            rows.to_parquet(built, index=False)
+        parts.append(_Part(str(name), built, len(rows)))
+    return parts
+
+
+def _cells(start: pd.Series, end: pd.Series, key: pd.Series) -> pd.DataFrame:
+    frame = pd.DataFrame(
+        {
+            "window_start": pd.to_datetime(start, utc=True).astype("datetime64[ns, UTC]"),
+            "window_end": pd.to_datetime(end, utc=True).astype("datetime64[ns, UTC]"),
+            "key": key.astype("str"),
+        }
+    )
+    return frame.drop_duplicates().sort_values(CELL_COLUMNS).reset_index(drop=True)
+
+
+def _publish(data: DataDir, kind: str, uid: str, parts: list[_Part]) -> list[BatchFile]:
+    """Move the built files into place; the catalog rows that will name them."""
+    files = []
+    for part in parts:
+        relative = partition(kind, part.day, uid)
+        sha = data.publish(part.built, relative)
+        files.append(BatchFile(batch_id=0, day=part.day, path=relative, rows=part.rows,
+                               sha256=sha))  # fmt: skip
+    _pause_for_tests()
+    return files
+
+
+def _batch_sha(files: list[BatchFile]) -> str:
+    """A batch's sha256: over its files' sha256, in day order."""
+    return sha256_hex("\n".join(f"{f.day} {f.sha256}" for f in files))
+
+
+def _pause_for_tests() -> None:
+    marker = os.environ.get(PAUSE_BEFORE_COMMIT_ENV)
+    if marker:
+        Path(marker).write_text(str(os.getpid()))
+        while True:  # until the test kills this process
+            time.sleep(1)
+
+
+def _batch_uids(conn: Connection) -> set[str]:
+    return {str(uid) for uid in conn.execute(select(table(Batch).c.uid)).scalars()}
+
+
+def _check_metrics(
+    conn: Connection,
+    data: DataDir,
+    con: duckdb.DuckDBPyConnection,
+    metrics: list[str],
+    origin: str,
+) -> None:
+    """All stored usage has the same metric columns (as all files of one ``allocate`` must):
+    a batch with others would leave cells without a value for some key."""
+    b, f = table(Batch).c, table(BatchFile).c
+    query = (
+        select(b.uid, f.path)
+        .join_from(table(Batch), table(BatchFile), b.id == f.batch_id)
+        .where(b.kind == "usage", b.status == "committed")
+        .order_by(b.id.desc())
+        .limit(1)
+    )
+    latest = conn.execute(query).first()
+    if latest is None:
+        return
+    if not data.local:
+        register_filesystems(con, [data.protocol])
+    path = data.reader_path(str(latest.path)).replace("'", "''")
+    described = con.execute(
+        f"DESCRIBE SELECT * FROM read_parquet('{path}', hive_partitioning = false)"
+    ).fetchall()
+    stored = [str(r[0]) for r in described if str(r[0]) not in USAGE_KEY_COLUMNS]
+    if set(stored) != set(metrics):
+        raise InputError(
+            f"usage metric columns ({', '.join(metrics)}) differ from the stored usage's "
+            f"({', '.join(stored)}, batch {latest.uid[:12]}); all stored usage has the same "
+            "metric columns",
+            file=origin,
+        )
+
+
+def _commit(conn: Connection, batch: Batch, cells: pd.DataFrame, files: list[BatchFile]) -> int:
+    """Insert the batch, its cells and its files (the commit point follows); returns how
+    many of its cells earlier batches held."""
+    c, b = table(BatchCell).c, table(Batch).c
+    earlier = conn.execute(
+        select(c.window_start, c.window_end, c.key)
+        .join_from(table(BatchCell), table(Batch), b.id == c.batch_id)
+        .where(b.kind == batch.kind, b.status == "committed")
+        .where(c.window_start >= batch.window_from, c.window_start < batch.window_to)
+        .distinct()
+    ).all()
+    held = _cells(
+        pd.Series([r[0] for r in earlier], dtype="object"),
+        pd.Series([r[1] for r in earlier], dtype="object"),
+        pd.Series([r[2] for r in earlier], dtype="object"),
+    )
+    replaced = len(cells.merge(held, on=CELL_COLUMNS)) if len(held) else 0
+    batch.created_at = utcnow()
+    with Session(bind=conn) as session:  # joins the write transaction
+        session.add(batch)
+        session.flush()
+        batch_id = batch.id
+        session.expunge(batch)
+    assert batch_id is not None
+    records = [
+        {"batch_id": batch_id, "window_start": s, "window_end": e, "key": k}
+        for s, e, k in zip(
+            cells["window_start"].dt.to_pydatetime(),
+            cells["window_end"].dt.to_pydatetime(),
+            cells["key"].tolist(),
+            strict=True,
+        )
+    ]
+    if records:
+        conn.execute(insert(table(BatchCell)), records)
+    keep = ("day", "path", "rows", "sha256")
+    conn.execute(
+        insert(table(BatchFile)),
+        [{"batch_id": batch_id, **{k: getattr(f, k) for k in keep}} for f in files],
+    )
+    return replaced
+
+
+@contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """A file that cannot be written (disk full, file-size limit) is one line, exit 2."""
+    try:
+        yield
+    except OSError as exc:
+        raise InputError(f"cannot write: {exc.strerror or exc}", file=str(path)) from None
+    except duckdb.IOException as exc:
+        errno = re.search(r'"errno":"(\d+)"', str(exc))  # DuckDB's error carries the errno
+        reason = os.strerror(int(errno.group(1))) if errno else str(exc).splitlines()[0]
+        raise InputError(f"cannot write: {reason}", file=str(path)) from None
+
+
+@contextmanager
+def _removed_on_failure(data: DataDir, uid: str) -> Iterator[None]:
+    """Any failure (bad row, full disk, lost database): remove the batch's files now (the
+    next ingest would anyway; readers never see them)."""
+    try:
+        yield
+    except BaseException:
+        data.remove_batch(uid)
+        raise
