@@ -9,7 +9,6 @@
   :mod:`~tenantcost.report.pdf` writes PDFs in a process pool.
 """
 
-
 from __future__ import annotations
 
 import importlib
