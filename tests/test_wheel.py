@@ -141,11 +141,12 @@ def test_report_from_the_installed_wheel(installed: Installed, example_copy: Pat
 
 
 def test_the_store_from_the_installed_wheel(installed: Installed, example_copy: Path):
-    """The migrations ship as package data: `db upgrade` creates a store, `rules load` fills it."""
+    """The migrations ship as package data: `db upgrade` creates a store, `rules load`,
+    `ingest` fill it, `run` allocates from it and records the run."""
     store = f"sqlite:///{example_copy / 'store' / 'tc.db'}"
     (example_copy / "store").mkdir()
     done = _run([installed.bin("tenantcost"), "db", "upgrade", "--db", store], cwd=example_copy)
-    assert done.stdout.endswith("schema upgraded from (empty) to revision 0003\n"), done.stdout
+    assert done.stdout.endswith("schema upgraded from (empty) to revision 0004\n"), done.stdout
     done = _run([installed.bin("tenantcost"), "rules", "load", "rules.yaml", "--db", store],
                 cwd=example_copy)  # fmt: skip
     assert "new rule versions: saas-2026-11" in done.stdout
@@ -153,6 +154,11 @@ def test_the_store_from_the_installed_wheel(installed: Installed, example_copy: 
                  "--db", store], cwd=example_copy)  # fmt: skip
     assert " committed (replace): 6 rows" in done.stdout
     assert len(list((example_copy / "store" / "tenantcost-data" / "usage").rglob("*.parquet"))) == 1
+    done = _run([installed.bin("tenantcost"), "ingest", "costs", "--costs", "costs.json",
+                 "--db", store], cwd=example_copy)  # fmt: skip
+    done = _run([installed.bin("tenantcost"), "run", "--month", "2026-11", "--format", "json",
+                 "--db", store], cwd=example_copy)  # fmt: skip
+    assert '"run_id": ' in done.stdout and '"gap": 0' in done.stdout
 
 
 def test_a_partial_template_folder_overrides_the_installed_package(

@@ -1,5 +1,5 @@
-"""The store's commands: ``db upgrade``, ``rules load``, ``ingest usage|costs`` (run, close...
-come next).
+"""The store's commands: ``db upgrade``, ``rules load``, ``ingest usage|costs`` (``run`` and
+``status``: :mod:`tenantcost.cli.cycle`).
 
 Every store command takes ``--db``, ``--data`` and ``--settings`` (and their environment
 variables), even where one of them is not needed, so scripts can pass the same three

@@ -19,6 +19,8 @@ store written by one tenantcost version is read by the next after ``tenantcost d
 * :mod:`~tenantcost.store.ingest`: batches of raw usage and costs (``tenantcost ingest``);
 * :mod:`~tenantcost.store.stored`: reading them back, each cell once (``stored_usage``,
   ``stored_costs``);
+* :mod:`~tenantcost.store.runs`: ``tenantcost run`` (allocate a month from the store, record
+  it); :mod:`~tenantcost.store.status`: ``tenantcost status``;
 * :mod:`~tenantcost.store.actor`: who did it.
 
 Nothing here is imported by ``tenantcost --help``: SQLAlchemy and Alembic load only when a

@@ -15,11 +15,15 @@ Now:
 * ``batch_cell``: the (window, service) or (window, workload) cells of each batch (what a
   ``replace`` batch supersedes), and ``batch_file``: its Parquet files, by day.
 
-Next (their own migrations; integer ids so rows order by commit): ``run`` (+ ``run_rule``,
-``run_batch`` linking the rule versions and batches a run read), per-run results
-(``run_client``, ``run_line``, ``run_cascade``, per-window pool figures), ``month`` (open or
-closed; one row per ``YYYY-MM``), ``revision`` (issued statements per client and month,
-never updated once issued), ``reopening`` (reason, actor, time) and ``token`` (the service).
+* ``run`` (0004): one ``tenantcost run`` (uuid id, month, rules, code version, timings,
+  actor, totals), ``run_input`` (the batches it read, with their sha256), ``run_client``
+  (per-client totals), ``run_line`` (lines per client, source, kind and key over the period)
+  and ``run_figure`` (unattributed, residual, exclusions and the cascade, one row each).
+  Per-period results only: per-window usage stays in Parquet.
+
+Next (their own migrations): per-window pool figures, ``month`` (open or closed; one row per
+``YYYY-MM``), ``revision`` (issued statements per client and month, never updated once
+issued), ``reopening`` (reason, actor, time) and ``token`` (the service).
 
 Every timestamp is stored in UTC (:class:`UTCDateTime`): SQLite has no time zone type, and a
 store read on a machine in another zone must give the same instants.
@@ -206,6 +210,104 @@ class BatchFile(StoreModel, table=True):
     path: str = Field(sa_type=Text)
     rows: int = Field(sa_type=BigInteger)
     sha256: str = Field(max_length=64)
+
+
+RUN_STATUSES = ("succeeded",)
+"""A run row is written once, when its results are complete (a failed run records nothing)."""
+
+
+class Run(StoreModel, table=True):
+    """One ``tenantcost run``: what it read, under which rules, by whom, and its totals.
+
+    ``id`` is a uuid (a string in JSON and history); ``rule_ids`` the JSON list of the rule
+    versions in force in the period and ``rule_file_sha256`` the sha256 of the stored rule
+    file whose settings it used; the batches it read are in ``run_input``."""
+
+    __tablename__ = "run"
+    __table_args__ = _table_args(
+        ("status", _in("status", RUN_STATUSES)),
+        Index("ix_run_month_started_at", "month", "started_at"),
+    )
+
+    id: str = Field(primary_key=True, max_length=36)
+    month: str = Field(max_length=7)
+    period_start: datetime = Field(sa_type=UTCDateTime)
+    period_end: datetime = Field(sa_type=UTCDateTime)
+    status: str = Field(max_length=16)
+    key_override: str | None = Field(default=None, sa_type=Text)
+    rule_ids: str = Field(sa_type=Text)
+    rule_file_sha256: str = Field(max_length=64)
+    code_version: str = Field(max_length=64)
+    currency: str = Field(max_length=3)
+    reference_total: int = Field(sa_type=BigInteger)
+    clients_total: int = Field(sa_type=BigInteger)
+    unattributed: int = Field(sa_type=BigInteger)
+    gap: int = Field(sa_type=BigInteger)
+    started_at: datetime = Field(sa_type=UTCDateTime)
+    finished_at: datetime = Field(sa_type=UTCDateTime)
+    actor: str = Field(max_length=200)
+
+
+class RunInput(StoreModel, table=True):
+    """A batch a run read, with its sha256 at the time (the run's input fingerprint)."""
+
+    __tablename__ = "run_input"
+
+    run_id: str = Field(foreign_key="run.id", primary_key=True, max_length=36)
+    batch_id: int = Field(foreign_key="batch.id", primary_key=True)
+    kind: str = Field(max_length=16)
+    sha256: str = Field(max_length=64)
+
+
+class RunClient(StoreModel, table=True):
+    """A client's total of a run (micro-units)."""
+
+    __tablename__ = "run_client"
+
+    run_id: str = Field(foreign_key="run.id", primary_key=True, max_length=36)
+    client: str = Field(primary_key=True, sa_type=Text)
+    amount: int = Field(sa_type=BigInteger)
+
+
+class RunLine(StoreModel, table=True):
+    """A client's line per source, kind and key over the period (never per window)."""
+
+    __tablename__ = "run_line"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="run.id", index=True, max_length=36)
+    client: str = Field(sa_type=Text)
+    source: str = Field(sa_type=Text)
+    kind: str = Field(max_length=32)
+    key: str = Field(sa_type=Text)
+    measure: float | None = Field(default=None)
+    total_measure: float | None = Field(default=None)
+    share: float = Field()
+    amount: int = Field(sa_type=BigInteger)
+    windows: int = Field(sa_type=BigInteger)
+
+
+class RunFigure(StoreModel, table=True):
+    """The run's other period figures, one row each: ``section`` is ``unattributed``
+    (name = source, kind, detail = cause), ``residual`` (name = class; ``amount`` remaining,
+    ``before_distribution``, ``distributed``), ``exclusion`` (name, detail = reason) or
+    ``cascade`` (name = line, kind, detail; ``position`` keeps the cascade's order)."""
+
+    __tablename__ = "run_figure"
+    __table_args__ = _table_args(
+        ("section", _in("section", ("unattributed", "residual", "exclusion", "cascade"))),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="run.id", index=True, max_length=36)
+    section: str = Field(max_length=16)
+    position: int = Field()
+    name: str = Field(sa_type=Text)
+    kind: str | None = Field(default=None, max_length=32)
+    detail: str | None = Field(default=None, sa_type=Text)
+    amount: int = Field(sa_type=BigInteger)
+    before_distribution: int | None = Field(default=None, sa_type=BigInteger)
+    distributed: int | None = Field(default=None, sa_type=BigInteger)
 
 
 def table(model: type[StoreModel]) -> Table:

@@ -1,0 +1,226 @@
+"""``tenantcost run``: allocate a month from the store and record the run.
+
+The inputs are the month's committed costs and usage (:mod:`tenantcost.store.stored`), the
+rules are the store's: every stored rule version (a version id means one thing forever),
+with the file-level settings (confidence, privacy...) of the latest stored rule file. The
+allocation runs without the lock (readers never block writers); only the record is written
+under the store's write lock, in one transaction, after checking that no batch of the month
+was committed meanwhile (else the figures would not match the inputs the run names).
+
+What is recorded is per period only: per-client totals, lines per client, source, kind and
+key, and the period figures of the cascade. Per-window usage stays in Parquet.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+import pandas as pd
+import yaml
+from sqlalchemy import Connection, Engine, insert, select
+
+from tenantcost import __version__
+from tenantcost.allocate import allocate_stream
+from tenantcost.config.rules import RuleSet, parse_rules
+from tenantcost.errors import InputError
+from tenantcost.reconcile import (
+    Cascade,
+    cascade,
+    exclusion_summary,
+    require_closed,
+    residual_summary,
+    unattributed_summary,
+)
+from tenantcost.result import AllocationResult
+from tenantcost.split import connect
+from tenantcost.store.data import Store
+from tenantcost.store.lock import write_transaction
+from tenantcost.store.models import (
+    Batch,
+    BatchFile,
+    RuleFile,
+    RuleVersion,
+    Run,
+    RunClient,
+    RunFigure,
+    RunInput,
+    RunLine,
+    table,
+    utcnow,
+)
+from tenantcost.store.stored import stored_costs, stored_usage
+from tenantcost.windows import Period
+from tenantcost.writers.json_output import client_lines
+
+
+@dataclass(frozen=True)
+class StoredRules:
+    """The store's rules: the rule set a run uses and the rule file it took settings from."""
+
+    ruleset: RuleSet
+    file_sha256: str
+    origin: str
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """A run's id, its allocation and its (closed) cascade."""
+
+    run_id: str
+    result: AllocationResult
+    cascade: Cascade
+
+
+def stored_rules(engine: Engine) -> StoredRules:
+    """Every stored rule version, with the latest stored rule file's other settings."""
+    with engine.connect() as connection:
+        latest = connection.execute(
+            select(table(RuleFile)).order_by(table(RuleFile).c.id.desc()).limit(1)
+        ).first()
+        versions = (
+            connection.execute(
+                select(table(RuleVersion).c.content).order_by(table(RuleVersion).c.effective_from)
+            )
+            .scalars()
+            .all()
+        )
+    if latest is None:
+        raise InputError("the store holds no rules: run `tenantcost rules load RULES.yaml` first")
+    origin = f"stored rule file {latest.sha256[:12]} ({latest.origin})"
+    document = yaml.safe_load(latest.content)
+    document["rules"] = [json.loads(v)["rules"][0] for v in versions]
+    return StoredRules(parse_rules(document, origin=origin), latest.sha256, origin)
+
+
+def month_inputs(connection: Connection, period: Period) -> pd.DataFrame:
+    """The committed batches with files on the period's days: ``batch_id, kind, sha256``
+    (the run's input fingerprint), by id."""
+    b, f = table(Batch).c, table(BatchFile).c
+    last_day = period.end - pd.Timedelta(microseconds=1)
+    query = (
+        select(b.id, b.kind, b.sha256)
+        .join_from(table(BatchFile), table(Batch), b.id == f.batch_id)
+        .where(b.status == "committed")
+        .where(f.day >= f"{period.start:%Y-%m-%d}", f.day <= f"{last_day:%Y-%m-%d}")
+        .distinct()
+        .order_by(b.id)
+    )
+    rows = connection.execute(query).all()
+    return pd.DataFrame([tuple(r) for r in rows], columns=["batch_id", "kind", "sha256"])
+
+
+def run_month(
+    store: Store, month: str, *, key: str | None, actor: str, wait: float = 0.0
+) -> RecordedRun:
+    """Allocate ``month`` from the store and record it; returns the run and its figures."""
+    period = Period.month(month)
+    started = utcnow()
+    with store.engine.connect() as connection:
+        inputs = month_inputs(connection, period)
+    if not (inputs["kind"] == "costs").any():
+        usage = int((inputs["kind"] == "usage").sum())
+        raise InputError(
+            f"no costs stored for {month} ({usage} usage batch(es)): run `tenantcost ingest "
+            f"costs --month {month}` first"
+        )
+    rules = stored_rules(store.engine)
+    con = connect()
+    result = allocate_stream(
+        stored_costs(store, period), stored_usage(store, period, con), rules.ruleset,
+        key=key, period=period, detail="period", rules_origin=rules.origin, con=con,
+    )  # fmt: skip
+    casc = require_closed(cascade(result))
+    run_id = str(uuid.uuid4())
+    with write_transaction(store.engine, wait) as connection:
+        if not month_inputs(connection, period).equals(inputs):
+            raise InputError(
+                f"new inputs for {month} were ingested while the run was computing; run again"
+            )
+        run = _run_row(run_id, month, result, casc, rules, started, actor)
+        connection.execute(insert(table(Run)), [run])
+        _record_results(connection, run_id, result, casc, inputs)
+    return RecordedRun(run_id, result, casc)
+
+
+def _run_row(
+    run_id: str,
+    month: str,
+    result: AllocationResult,
+    casc: Cascade,
+    rules: StoredRules,
+    started: datetime,
+    actor: str,
+) -> dict[str, object]:
+    return {
+        "id": run_id, "month": month, "status": "succeeded",
+        "period_start": result.period.start.to_pydatetime(),
+        "period_end": result.period.end.to_pydatetime(),
+        "key_override": result.key_override,
+        "rule_ids": json.dumps([r.id for r in result.rules]),
+        "rule_file_sha256": rules.file_sha256, "code_version": __version__,
+        "currency": result.currency, "reference_total": result.reference_total,
+        "clients_total": int(result.lines["amount"].sum()),
+        "unattributed": int(result.unattributed["amount"].sum()), "gap": casc.gap,
+        "started_at": started, "finished_at": utcnow(), "actor": actor,
+    }  # fmt: skip
+
+
+def _record_results(
+    connection: Connection,
+    run_id: str,
+    result: AllocationResult,
+    casc: Cascade,
+    inputs: pd.DataFrame,
+) -> None:
+    """Bulk inserts of the run's per-period results (one statement per table)."""
+    connection.execute(insert(table(RunInput)), _records(inputs.assign(run_id=run_id)))
+    totals = result.client_totals().assign(client=lambda f: f["client"].astype(str))
+    if not totals.empty:
+        connection.execute(insert(table(RunClient)), _records(totals.assign(run_id=run_id)))
+    lines = client_lines(result)
+    if not lines.empty:
+        lines = lines.astype({"client": str, "source": str, "kind": str, "key": str})
+        lines = lines.astype(object).where(lines.notna(), None)
+        columns = ["client", "source", "kind", "key", "measure", "total_measure", "share",
+                   "amount", "windows"]  # fmt: skip
+        connection.execute(insert(table(RunLine)),
+                           _records(lines[columns].assign(run_id=run_id)))  # fmt: skip
+    figures = _figures(result, casc).assign(run_id=run_id)
+    figures = figures.astype(object).where(figures.notna(), None)
+    connection.execute(insert(table(RunFigure)), _records(figures))
+
+
+def _figures(result: AllocationResult, casc: Cascade) -> pd.DataFrame:
+    """Unattributed, residual, exclusions and cascade as one frame of ``run_figure`` rows."""
+    unattributed = pd.DataFrame(unattributed_summary(result), columns=["source", "kind", "cause",
+                                                                        "amount"])  # fmt: skip
+    residual = pd.DataFrame(
+        residual_summary(result), columns=["class", "amount", "before_distribution", "distributed"]
+    )
+    exclusions = pd.DataFrame(exclusion_summary(result), columns=["name", "reason", "amount"])
+    cascade_rows = pd.DataFrame(
+        [(c.label, str(c.kind), c.detail, c.amount) for c in casc.lines],
+        columns=["name", "kind", "detail", "amount"],
+    )
+    parts = [
+        unattributed.rename(columns={"source": "name", "cause": "detail"}).assign(
+            section="unattributed"),
+        residual.rename(columns={"class": "name"}).assign(section="residual"),
+        exclusions.rename(columns={"reason": "detail"}).assign(section="exclusion"),
+        cascade_rows.assign(section="cascade"),
+    ]  # fmt: skip
+    frames = [p.assign(position=range(len(p))) for p in parts if not p.empty]
+    columns = ["section", "position", "name", "kind", "detail", "amount", "before_distribution",
+               "distributed"]  # fmt: skip
+    return pd.concat(frames, ignore_index=True).reindex(columns=columns)
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, object]]:
+    """Rows as plain Python values for one bulk insert (pandas boxes numpy scalars)."""
+    return frame.to_dict("records")
+
+
+__all__ = ["RecordedRun", "StoredRules", "month_inputs", "run_month", "stored_rules"]
