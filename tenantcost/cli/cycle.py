@@ -15,7 +15,6 @@ import typer
 
 from tenantcost.cli.shell import KeyOpt, app
 from tenantcost.cli.store import DataOpt, DbOpt, SettingsOpt, WaitOpt, _register
-from tenantcost.errors import InputError
 
 if TYPE_CHECKING:
     from tenantcost.store.runs import RecordedRun
@@ -45,41 +44,28 @@ def run_command(
     from tenantcost.cli.run import check_format
     from tenantcost.store.actor import os_actor
     from tenantcost.store.data import DataDir, Store
-    from tenantcost.store.engine import open_engine, store_errors
     from tenantcost.store.runs import run_month
-    from tenantcost.store.schema import require_current_schema
+    from tenantcost.store.schema import current_store
     from tenantcost.store.settings import resolve_settings
 
     check_format(fmt, ("table", "json"))
     _month(month)
     resolved = resolve_settings(db, data, settings)
-    with store_errors(resolved):
-        engine = open_engine(resolved)
-        try:
-            require_current_schema(engine)
-            store = Store(engine, DataDir(resolved.require_data()))
-            done = run_month(store, month, key=key, actor=os_actor(), wait=wait)
-        finally:
-            engine.dispose()
+    with current_store(resolved) as engine:
+        store = Store(engine, DataDir(resolved.require_data()))
+        done = run_month(store, month, key=key, actor=os_actor(), wait=wait)
     _print_run(done, fmt)
 
 
 def _print_run(done: RecordedRun, fmt: str) -> None:
-    from tenantcost.cli.run import _reference_detail
+    from tenantcost.cli.run import allocation_text
     from tenantcost.writers.json_output import result_document
-    from tenantcost.writers.text import cascade_table, clients_table, header, sources_table
 
     result = done.result
     if fmt == "json":
         typer.echo(json.dumps({"run_id": done.run_id, **result_document(result)}, indent=2))
         return
-    typer.echo(header(result))
-    typer.echo("")
-    typer.echo(clients_table(result))
-    typer.echo("")
-    typer.echo(sources_table(result))
-    typer.echo("")
-    typer.echo(cascade_table(done.cascade, result.currency, _reference_detail(result)))
+    typer.echo(allocation_text(result, done.cascade))
     typer.echo("")
     typer.echo(f"run {done.run_id} recorded")
 
@@ -95,23 +81,17 @@ def status_command(
     settings: SettingsOpt = None,
 ) -> None:
     """Per month: hours covered by costs and by usage, runs, state, revisions."""
-    from tenantcost.store.engine import open_engine, store_errors
-    from tenantcost.store.schema import require_current_schema
+    from tenantcost.cli.run import check_format
+    from tenantcost.store.schema import current_store
     from tenantcost.store.settings import resolve_settings
     from tenantcost.store.status import month_status, status_table
 
-    if fmt not in ("table", "json"):
-        raise InputError(f"--format: expected one of table, json, got '{fmt}'")
+    check_format(fmt, ("table", "json"))
     if month is not None:
         _month(month)
     resolved = resolve_settings(db, data, settings)
-    with store_errors(resolved):
-        engine = open_engine(resolved)
-        try:
-            require_current_schema(engine)
-            months = month_status(engine, month)
-        finally:
-            engine.dispose()
+    with current_store(resolved) as engine:
+        months = month_status(engine, month)
     typer.echo(json.dumps(months, indent=2) if fmt == "json" else status_table(months))
 
 

@@ -162,6 +162,19 @@ def _reference_detail(result: AllocationResult) -> str:
     return f"costs {money(result.cost_total)} + external {money(result.external_total)}"
 
 
+def allocation_text(result: AllocationResult, casc: Cascade) -> str:
+    """The table form of an allocation (``allocate`` and the store's ``run`` print the same):
+    header, clients, sources and the cascade, separated by blank lines."""
+    return "\n\n".join(
+        [
+            header(result),
+            clients_table(result),
+            sources_table(result),
+            cascade_table(casc, result.currency, _reference_detail(result)),
+        ]
+    )
+
+
 def _responses_saved(inputs: Inputs, out: Path | None) -> None:
     """``--out`` of compare/reconcile only saves API responses: refuse it with files."""
     if out is None:
@@ -189,13 +202,7 @@ def allocate(options: RunOptions, key: str | None, fmt: str) -> None:
         totals = result.client_totals().assign(currency=result.currency)
         typer.echo(with_decimal_amount(totals).to_csv(index=False), nl=False)
     else:
-        typer.echo(header(result))
-        typer.echo("")
-        typer.echo(clients_table(result))
-        typer.echo("")
-        typer.echo(sources_table(result))
-        typer.echo("")
-        typer.echo(cascade_table(casc, result.currency, _reference_detail(result)))
+        typer.echo(allocation_text(result, casc))
     if out is not None:
         written = write_outputs(result, out)
         typer.echo(f"wrote {len(written)} files to {out}", err=True)

@@ -145,22 +145,15 @@ def rules_load_command(
     """Store a rule file's versions (content + sha256); a changed version id is refused."""
     from tenantcost.config.rules import load_rules
     from tenantcost.store.actor import os_actor
-    from tenantcost.store.engine import open_engine, store_errors
     from tenantcost.store.lock import write_transaction
     from tenantcost.store.rules import load_rule_file
-    from tenantcost.store.schema import require_current_schema
+    from tenantcost.store.schema import current_store
     from tenantcost.store.settings import resolve_settings
 
     resolved = resolve_settings(db, data, settings)
     ruleset = load_rules(rules)  # a bad rule file is reported before the store is opened
-    with store_errors(resolved):
-        engine = open_engine(resolved)
-        try:
-            require_current_schema(engine)
-            with write_transaction(engine, wait) as connection:
-                loaded = load_rule_file(connection, rules, os_actor(), ruleset)
-        finally:
-            engine.dispose()
+    with current_store(resolved) as engine, write_transaction(engine, wait) as connection:
+        loaded = load_rule_file(connection, rules, os_actor(), ruleset)
     if loaded.already_loaded:
         typer.echo(f"{rules}: already loaded (sha256 {loaded.sha256[:12]}); nothing to do")
         return
@@ -241,23 +234,17 @@ def _ingest(
     from tenantcost.cli.run import resolve_period
     from tenantcost.store.actor import os_actor
     from tenantcost.store.data import DataDir, Store
-    from tenantcost.store.engine import open_engine, store_errors
     from tenantcost.store.ingest import check_mode
-    from tenantcost.store.schema import require_current_schema
+    from tenantcost.store.schema import current_store
     from tenantcost.store.settings import resolve_settings
 
     resolved = resolve_settings(db, data, settings)
     period = resolve_period(month, start, end)
     check_mode(mode)
-    with store_errors(resolved):
-        engine = open_engine(resolved)
-        try:
-            require_current_schema(engine)
-            store = Store(engine, DataDir(resolved.require_data()))
-            done = ingest(store, paths, period=period, mode=mode, actor=os_actor(),
-                          dry_run=dry_run, wait=wait)  # fmt: skip
-        finally:
-            engine.dispose()
+    with current_store(resolved) as engine:
+        store = Store(engine, DataDir(resolved.require_data()))
+        done = ingest(store, paths, period=period, mode=mode, actor=os_actor(),
+                      dry_run=dry_run, wait=wait)  # fmt: skip
     typer.echo(_ingested_line(done))
 
 

@@ -34,21 +34,14 @@ from tenantcost.config.sources import OpenCostSource, PrometheusSource
 from tenantcost.errors import InputError, warn
 from tenantcost.limits import MAX_CONTRACT_WEIGHT, MAX_EXTERNAL_AMOUNT
 from tenantcost.suggest import did_you_mean
-from tenantcost.tables import LABEL_PREFIX
+from tenantcost.tables import COST_PROPERTY_COLUMNS, LABEL_PREFIX
 
 if TYPE_CHECKING:  # pandas is imported where used: check-config starts without it
     import pandas as pd
 
 WorkloadClass = Literal["shared", "direct", "idle", "overhead", "reserve", "excluded"]
-MATCH_PROPERTIES: tuple[str, ...] = (
-    "name",
-    "cluster",
-    "node",
-    "namespace",
-    "controller_kind",
-    "controller",
-    "pod",
-)
+MATCH_PROPERTIES: tuple[str, ...] = tuple(COST_PROPERTY_COLUMNS)
+"""What a ``match`` may select on: the cost table's property columns (and ``label:<k>``)."""
 EVEN = "even"
 
 

@@ -9,6 +9,8 @@ know; both stop with one line (exit 2) before anything is read or written.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from tenantcost.errors import InputError
 from tenantcost.store.actor import os_actor
 from tenantcost.store.lock import write_transaction
 from tenantcost.store.models import StoreMeta, utcnow
+from tenantcost.store.settings import StoreSettings
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -139,3 +142,22 @@ def require_current_schema(engine: Engine) -> str:
 
 def _name(engine: Engine) -> str:
     return engine.url.render_as_string(hide_password=True)
+
+
+@contextmanager
+def current_store(settings: StoreSettings) -> Iterator[Engine]:
+    """The engine of the store ``settings`` name, refused unless at the current revision.
+
+    Every command that reads or writes a store opens it this way: errors reaching the database
+    are one line (:func:`~tenantcost.store.engine.store_errors`), a stale schema is one line,
+    and the engine is disposed when the command is done.
+    """
+    from tenantcost.store.engine import open_engine, store_errors
+
+    with store_errors(settings):
+        engine = open_engine(settings)
+        try:
+            require_current_schema(engine)
+            yield engine
+        finally:
+            engine.dispose()
