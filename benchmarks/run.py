@@ -32,6 +32,10 @@ Two more sections: ``report`` times ``tenantcost report --month 2026-10 --format
 (every client, the whole process, peak RSS) on one month of 300 and 10,000 clients
 (``--report-cases``); ``pdf`` gives PDF pages per second per core, the PDF writer of
 ``report --jobs N`` on pages of the 300-client month (``--pdf-clients``, ``--pdf-jobs``).
+``csv`` (benchmarks/csv_usage.py): ``allocate`` on the 300-client month's usage as one CSV
+file against the same rows as Parquet (``--csv-case``).
+``store`` (on demand, benchmarks/store.py): ingest rows/s and ``run --month`` against
+``allocate`` on SQLite and PostgreSQL (``--store-cases``, ``--store-backends``).
 """
 
 from __future__ import annotations
@@ -86,6 +90,7 @@ class Run:
     stdout: str
     stderr: str
     timed_out: bool = False
+    cpu_seconds: float = 0.0  # user + system time of the process and its waited children
 
 
 @dataclass
@@ -167,6 +172,7 @@ def measure(cmd: list[str], timeout: float | None, env: dict[str, str] | None = 
             stdout=out.read().decode("utf-8", "replace"),
             stderr=err.read().decode("utf-8", "replace"),
             timed_out=timed_out.is_set(),
+            cpu_seconds=usage.ru_utime + usage.ru_stime,
         )
 
 
@@ -537,6 +543,39 @@ STARTUP_COMMANDS: dict[str, list[str]] = {
 }
 
 
+def csv_section(args: argparse.Namespace, errors: list[str]) -> str:
+    """``allocate --format json`` on usage as CSV against Parquet (``benchmarks/csv_usage.py``):
+    ``--repeat`` alternating runs, medians; both must give the same totals."""
+    from csv_usage import allocate_cmd, csv_rows, write_csv_case
+
+    meta = ensure_data(args.csv_case, args.data_dir, args.seed, args.layout)
+    folder = args.data_dir / args.csv_case
+    csv_rules = write_csv_case(folder)
+    parquet_cmd = allocate_cmd(args, folder / "rules.yaml", REPORT_START[:7])
+    csv_cmd = allocate_cmd(args, csv_rules, REPORT_START[:7])
+    table = []
+    for i in range(args.repeat):
+        parquet = _timed(parquet_cmd, args, f"csv {args.csv_case} parquet {i + 1}")
+        csv = _timed(csv_cmd, args, f"csv {args.csv_case} csv {i + 1}")
+        if parquet.returncode or csv.returncode:
+            errors.append(f"csv section run {i + 1} failed")
+            continue
+        if not read_json_totals(parquet.stdout).equals(read_json_totals(csv.stdout)):
+            errors.append("csv section: CSV and Parquet give different totals")
+        table.append((args.csv_case, parquet, csv))
+    if not table:
+        return "failed"
+    rows = int(str(meta["usage_rows"]))
+    return "\n".join(
+        [
+            *csv_rows(table),
+            "",
+            f"`tenantcost allocate --month {REPORT_START[:7]} --format json`, whole process, "
+            f"{rows:,} usage rows ({args.csv_case}); median of {len(table)} runs.",
+        ]
+    )
+
+
 def installed_script(name: str) -> str:
     """The console script itself: a pyenv or asdf shim would add a shell's start-up."""
     beside = Path(sys.executable).parent / name
@@ -607,8 +646,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, help="also write the Markdown report here")
     parser.add_argument(
         "--sections",
-        default="startup,cases,report,pdf",
-        help="comma list of startup,cases,report,pdf (default all)",
+        default="startup,cases,report,pdf,csv",
+        help="comma list of startup,cases,report,pdf,csv,store (default: all but store)",
     )
     parser.add_argument(
         "--allocate-output",
@@ -624,6 +663,12 @@ def main(argv: list[str] | None = None) -> int:
         "--pdf-jobs", default=f"1,{len(os.sched_getaffinity(0))}", help="comma list of --jobs"
     )
     parser.add_argument("--startup-repeat", type=int, default=5)
+    parser.add_argument(
+        "--csv-case", default="pack300", choices=list(REPORT_CASES), help="the csv section's case"
+    )
+    from store import add_arguments, store_section  # the store section (benchmarks/store.py)
+
+    add_arguments(parser)
     args = parser.parse_args(argv)
     sections = {s.strip() for s in args.sections.split(",") if s.strip()}
     args.engines = {e.strip() for e in args.engines.split(",") if e.strip()}
@@ -649,6 +694,10 @@ def main(argv: list[str] | None = None) -> int:
         texts.append("## Report pack\n\n" + report_section(args, other_errors))
     if "pdf" in sections:
         texts.append("## PDF\n\n" + pdf_section(args, other_errors))
+    if "csv" in sections:
+        texts.append("## Usage as CSV\n\n" + csv_section(args, other_errors))
+    if "store" in sections:
+        texts.append("## Store\n\n" + store_section(args, other_errors))
     text = "\n\n".join(texts)
     print()
     print(text)

@@ -497,6 +497,8 @@ def test_change_notice_within_the_period_and_against_last_month(change_pack):
     assert titles == [
         "Change notice: The rule changed on 2026-11-15: the denominator changed",
         "Change notice: Another rule than last period: the denominator changed",
+        # issue 11: the bridge from last month (its figures: tests/test_explain_cli.py)
+        "Change notice: What changed since 2026-10: +1.06 EUR",
     ]
     within = [
         [c.get_text(" ", strip=True) for c in r.find_all(["th", "td"])]

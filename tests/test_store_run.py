@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from tenantcost.cli import app
 from tenantcost.store.engine import open_engine
 from tenantcost.store.models import Batch, Run, RunClient, RunFigure, RunInput, RunLine, table
-from tenantcost.store.schema import downgrade
+from tenantcost.store.schema import downgrade, head_revision
 from tenantcost.store.settings import resolve_settings
 from tenantcost.store.status import covered_hours
 from tenantcost.windows import Period
@@ -137,10 +137,10 @@ def test_run_refuses_a_store_at_another_schema_revision(store_url: str, tmp_path
     engine = open_engine(resolve_settings(db=store_url, environ={}), foreign_keys=False)
     downgrade(engine, "0003")
     refused = cli("run", "--month", "2026-11", "--db", store_url, "--data", data)
-    one_line_refusal(refused, "schema revision 0003", "expects revision 0004",
+    one_line_refusal(refused, "schema revision 0003", f"expects revision {head_revision()}",
                      "tenantcost db upgrade")  # fmt: skip
     refused = cli("status", "--db", store_url)
-    one_line_refusal(refused, "schema revision 0003", "expects revision 0004")
+    one_line_refusal(refused, "schema revision 0003", f"expects revision {head_revision()}")
     engine.dispose()
 
 

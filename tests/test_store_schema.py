@@ -33,8 +33,18 @@ from tenantcost.store.settings import resolve_settings
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "examples" / "saas-three-clients" / "rules.yaml"
 RUN_TABLES = {"run", "run_input", "run_client", "run_line", "run_figure"}
+CYCLE_TABLES = {"month_event", "statement"}
+SERVICE_TABLES = {"token", "idempotency_key"}
+REPORT_TABLES = {"run_report", "run_pack", "run_client_figure", "run_client_service", "run_pool",
+                 "run_unattributed", "run_workload"}  # fmt: skip
+WEB_TABLES = {"web_session_end"}
+CATALOG_TABLES = {"catalog_load", "catalog_client"}
+LATER = REPORT_TABLES | SERVICE_TABLES | WEB_TABLES | CATALOG_TABLES
+"""The tables after 0005 (cycle), dropped by the first downgrade steps."""
 TABLES = {"store_meta", "rule_file", "rule_version", "batch", "batch_cell", "batch_file",
-          *RUN_TABLES}  # fmt: skip
+          *RUN_TABLES, *CYCLE_TABLES, *SERVICE_TABLES, *REPORT_TABLES, *WEB_TABLES,
+          *CATALOG_TABLES}  # fmt: skip
+HEAD = "0010"
 BATCH_TABLES = {"batch", "batch_cell", "batch_file"}
 runner = CliRunner()
 
@@ -63,29 +73,56 @@ def assert_one_line_refusal(result, *fragments: str) -> str:
 
 
 def test_the_migrations_form_one_chain_ending_at_head():
-    assert known_revisions() == {"0001", "0002", "0003", "0004"}
-    assert head_revision() == "0004"
+    assert known_revisions() == {"0001", "0002", "0003", "0004", "0005", "0006", "0007",
+                                 "0008", "0009", "0010"}  # fmt: skip
+    assert head_revision() == HEAD
 
 
 def test_upgrade_from_empty_then_down_to_base_and_up_again(store_url: str):
     engine = engine_for(store_url, migrating=True)
     assert current_revision(engine) is None and tables(engine) == set()
     done = upgrade(engine)
-    assert (done.before, done.after) == (None, "0004")
+    assert (done.before, done.after) == (None, HEAD)
     assert tables(engine) == TABLES
+    assert "rule_id" in {c["name"] for c in inspect(engine).get_columns("run_line")}
+    run_line_indexes = {i["name"] for i in inspect(engine).get_indexes("run_line")}
+    assert "ix_run_line_run_id_client" in run_line_indexes
+    downgrade(engine, "0009")
+    assert current_revision(engine) == "0009" and tables(engine) == TABLES
+    assert "ix_run_line_run_id_client" not in {
+        i["name"] for i in inspect(engine).get_indexes("run_line")
+    }
+    downgrade(engine, "0008")
+    assert current_revision(engine) == "0008"
+    assert tables(engine) == TABLES - CATALOG_TABLES
+    downgrade(engine, "0007")
+    assert current_revision(engine) == "0007"
+    assert tables(engine) == TABLES - CATALOG_TABLES - WEB_TABLES
+    downgrade(engine, "0006")
+    assert current_revision(engine) == "0006"
+    assert tables(engine) == TABLES - CATALOG_TABLES - WEB_TABLES - REPORT_TABLES
+    assert "rule_id" not in {c["name"] for c in inspect(engine).get_columns("run_line")}
+    downgrade(engine, "0005")
+    assert current_revision(engine) == "0005"
+    assert tables(engine) == TABLES - CATALOG_TABLES - WEB_TABLES - REPORT_TABLES - SERVICE_TABLES
+    downgrade(engine, "0004")
+    assert current_revision(engine) == "0004"
+    assert tables(engine) == TABLES - LATER - CYCLE_TABLES
     downgrade(engine, "0003")
     assert current_revision(engine) == "0003"
-    assert tables(engine) == TABLES - RUN_TABLES
+    assert tables(engine) == TABLES - LATER - CYCLE_TABLES - RUN_TABLES
     downgrade(engine, "0002")
     assert current_revision(engine) == "0002"
-    assert tables(engine) == TABLES - RUN_TABLES - {"batch_cell", "batch_file"}
+    assert tables(engine) == (
+        TABLES - LATER - CYCLE_TABLES - RUN_TABLES - {"batch_cell", "batch_file"}
+    )
     downgrade(engine, "0001")
     assert current_revision(engine) == "0001"
-    assert tables(engine) == TABLES - RUN_TABLES - BATCH_TABLES
+    assert tables(engine) == TABLES - LATER - CYCLE_TABLES - RUN_TABLES - BATCH_TABLES
     downgrade(engine, "base")
     assert current_revision(engine) is None and tables(engine) == set()
-    assert upgrade(engine).after == "0004" and tables(engine) == TABLES
-    assert upgrade(engine).before == "0004"  # a second upgrade does nothing
+    assert upgrade(engine).after == HEAD and tables(engine) == TABLES
+    assert upgrade(engine).before == HEAD  # a second upgrade does nothing
     engine.dispose()
 
 
@@ -103,10 +140,10 @@ def test_the_models_are_exactly_the_head_migration(store_url: str):
 def test_db_upgrade_command_creates_then_reports_current(store_url: str):
     first = cli("db", "upgrade", "--db", store_url)
     assert first.exit_code == 0, first.output
-    assert first.stdout.endswith("schema upgraded from (empty) to revision 0004\n")
+    assert first.stdout.endswith(f"schema upgraded from (empty) to revision {HEAD}\n")
     again = cli("db", "upgrade", "--db", store_url, "--data", "/unused")
     assert again.exit_code == 0, again.output
-    assert again.stdout.endswith("schema already at revision 0004 (current)\n")
+    assert again.stdout.endswith(f"schema already at revision {HEAD} (current)\n")
     engine = engine_for(store_url)
     with Session(engine) as session:
         facts = {m.key: m.value for m in session.exec(select(StoreMeta))}
@@ -121,9 +158,10 @@ def test_a_store_at_an_older_revision_is_refused_until_upgraded(store_url: str):
     downgrade(engine, "0001")
     refused = cli("rules", "load", str(RULES), "--db", store_url)
     assert_one_line_refusal(
-        refused, "schema revision 0001", "expects revision 0004", "run `tenantcost db upgrade`"
+        refused, "schema revision 0001", f"expects revision {HEAD}", "run `tenantcost db upgrade`"
     )
-    assert tables(engine) == TABLES - RUN_TABLES - BATCH_TABLES  # nothing written
+    nothing_written = TABLES - LATER - CYCLE_TABLES - RUN_TABLES - BATCH_TABLES
+    assert tables(engine) == nothing_written
     assert cli("db", "upgrade", "--db", store_url).exit_code == 0
     assert cli("rules", "load", str(RULES), "--db", store_url).exit_code == 0
     engine.dispose()
@@ -146,7 +184,7 @@ def test_a_store_at_a_newer_revision_is_refused_even_by_upgrade(store_url: str):
     for args in (["rules", "load", str(RULES)], ["db", "upgrade"]):
         refused = cli(*args, "--db", store_url)
         assert_one_line_refusal(
-            refused, "schema revision 0099", "newer than this tenantcost", "expects 0004"
+            refused, "schema revision 0099", "newer than this tenantcost", f"expects {HEAD}"
         )
     assert current_revision(engine) == "0099"
     engine.dispose()
@@ -241,7 +279,8 @@ def test_a_new_migration_starts_empty_because_head_is_the_models(tmp_path: Path)
                            "nothing yet", "--out", str(tmp_path)],
                           capture_output=True, text=True, check=True)  # fmt: skip
     [script] = tmp_path.glob("*.py")
-    assert script.name == "0005_nothing_yet.py" and str(script) in proc.stdout
+    following = f"{int(HEAD) + 1:04d}"
+    assert script.name == f"{following}_nothing_yet.py" and str(script) in proc.stdout
     text = script.read_text()
-    assert "revision = '0005'" in text and "down_revision = '0004'" in text
+    assert f"revision = '{following}'" in text and f"down_revision = '{HEAD}'" in text
     assert "op." not in text  # no operation generated

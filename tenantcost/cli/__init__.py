@@ -4,7 +4,12 @@
   internal error) and the options every allocating command shares (:class:`RunOptions`);
 * :mod:`~tenantcost.cli.commands`: the commands, each a few lines;
 * :mod:`~tenantcost.cli.store`: the store's commands (``db upgrade``, ``rules load``,
-  ``ingest usage|costs``); :mod:`~tenantcost.cli.cycle`: ``run`` and ``status``;
+  ``ingest usage|costs``, ``ingest --since-last``); :mod:`~tenantcost.cli.cycle`: ``run``,
+  ``status``, ``close``, ``reopen``, ``history``; :mod:`~tenantcost.cli.from_db`: the checks
+  of ``report --from-db``; :mod:`~tenantcost.cli.service`: ``serve`` and ``token``;
+* :mod:`~tenantcost.cli.economics`: ``unit-economics`` and ``catalog load``;
+  :mod:`~tenantcost.cli.explain`: ``explain``;
+* :mod:`~tenantcost.cli.export`: ``export focus``;
 * :mod:`~tenantcost.cli.run`: the one run sequence (load inputs -> open engine -> allocate
   -> check the cascade) and what each command prints; imported only when a command runs.
 
@@ -12,8 +17,11 @@ Every user mistake surfaces as one ``error: ...`` line on stderr and exit code 2
 as ``warning: ...`` lines. ``reconcile`` exits 1 when the cascade does not close.
 """
 
-from tenantcost.cli import cycle as _cycle  # noqa: F401  (registers run and status)
-from tenantcost.cli import store as _store  # noqa: F401  (registers db and rules)
+from tenantcost.cli import cycle as _cycle  # noqa: F401  (registers run, status, close, reopen, history)
+from tenantcost.cli import economics as _economics  # noqa: F401  (registers unit-economics)
+from tenantcost.cli import explain as _explain  # noqa: F401  (registers explain)
+from tenantcost.cli import service as _service  # noqa: F401  (registers serve and token)
+from tenantcost.cli import store as _store  # noqa: F401  (registers db, rules and ingest)
 from tenantcost.cli.commands import app
 
 

@@ -29,6 +29,7 @@ from tenantcost.cli.shell import (
     run_options,
     user_errors,
 )
+from tenantcost.cli.store import DataOpt, DbOpt, SettingsOpt
 
 TableJsonOpt = Annotated[str, typer.Option("--format", help="table (default) or json.")]
 
@@ -86,9 +87,10 @@ def reconcile_command(
 
 
 @command("report")
-@run_options(engine=False)
+@run_options(engine=False, config_required=False)
 def report_command(
     options: RunOptions,
+    ctx: typer.Context,
     out: Annotated[Path, typer.Option("--out", help="Folder to write the report pack into.")],
     client: Annotated[
         list[str] | None,
@@ -129,11 +131,58 @@ def report_command(
             "--jobs", min=1, help="Processes writing PDFs (default: the cores; 1: serial)."
         ),
     ] = None,
+    catalog: Annotated[
+        Path | None,
+        typer.Option(
+            "--catalog",
+            help="Client catalog (as for unit-economics): also write the finance page "
+            "unit-economics.html (cost per client per plan, margin against revenue).",
+        ),
+    ] = None,
+    from_db: Annotated[
+        bool,
+        typer.Option(
+            "--from-db",
+            help="Render the --month's issued statement from the store, as issued (nothing is "
+            "recomputed): its latest revision, or --revision N; --draft or --run ID for a run "
+            "not issued. Not with --config or other inputs.",
+        ),
+    ] = False,
+    revision: Annotated[
+        int | None,
+        typer.Option("--revision", min=1, help="With --from-db: this issued revision."),
+    ] = None,
+    run_id: Annotated[
+        str | None,
+        typer.Option("--run", help="With --from-db: this run's figures, marked as a draft."),
+    ] = None,
+    draft: Annotated[
+        bool,
+        typer.Option(
+            "--draft",
+            help="With --from-db: the month's latest run, closed or not, marked as a draft.",
+        ),
+    ] = False,
+    db: DbOpt = None,
+    data: DataOpt = None,
+    settings: SettingsOpt = None,
 ) -> None:
     """Per-client cost sheets, a finance summary and an index (HTML, PDF, Markdown)."""
     from tenantcost.cli import run
 
-    run.report(options, client, fmt, templates, decimals, generated_at=generated_at, jobs=jobs)
+    store = (revision, run_id, draft or None, db, data, settings)
+    if from_db or any(v is not None for v in store):
+        from tenantcost.cli.from_db import FromDb, report_from_db
+
+        which = FromDb(from_db, revision, run_id, draft, db, data, settings, catalog)
+        report_from_db(options, which, client, fmt, templates, decimals, generated_at, jobs)
+        return
+    if options.config is None:  # required without --from-db: typer's own usage error
+        ctx.fail("Missing option '--config'.")
+    run.report(
+        options, client, fmt, templates, decimals, generated_at=generated_at, jobs=jobs,
+        catalog=catalog,
+    )  # fmt: skip
 
 
 @command("collect")

@@ -1,5 +1,5 @@
-"""The monthly cycle's commands on the store: ``run`` and ``status`` (close, reopen, history
-come next).
+"""The monthly cycle's commands on the store: ``run``, ``status``, ``close``, ``reopen`` and
+``history``.
 
 ``run`` prints what ``allocate`` prints for the same inputs (the JSON document with a
 ``run_id`` added; the table with the run id below it), so a script moving from files to the
@@ -17,6 +17,7 @@ from tenantcost.cli.shell import KeyOpt, app
 from tenantcost.cli.store import DataOpt, DbOpt, SettingsOpt, WaitOpt, _register
 
 if TYPE_CHECKING:
+    from tenantcost.store.cycle import Closed
     from tenantcost.store.runs import RecordedRun
 
 FormatOpt = Annotated[str, typer.Option("--format", help="table (default) or json.")]
@@ -95,4 +96,127 @@ def status_command(
     typer.echo(json.dumps(months, indent=2) if fmt == "json" else status_table(months))
 
 
-__all__ = ["run_command", "status_command"]
+@_register(app, "close")
+def close_command(
+    month: Annotated[str, typer.Option("--month", help="The calendar month YYYY-MM to close.")],
+    allow_incomplete: Annotated[
+        bool,
+        typer.Option(
+            "--allow-incomplete",
+            help="Close even though some hours lack costs or usage; the statements say so.",
+        ),
+    ] = False,
+    db: DbOpt = None,
+    data: DataOpt = None,
+    settings: SettingsOpt = None,
+    wait: WaitOpt = 0.0,
+) -> None:
+    """Issue the next revision (1 at first) of every client's statement and close the month:
+    later ingests and rule loads that would change it are refused until `reopen`."""
+    from tenantcost.store.actor import os_actor
+    from tenantcost.store.cycle import close_month
+    from tenantcost.store.data import DataDir, Store
+    from tenantcost.store.schema import current_store
+    from tenantcost.store.settings import resolve_settings
+
+    _month(month)
+    resolved = resolve_settings(db, data, settings)
+    with current_store(resolved) as engine:
+        store = Store(engine, DataDir(resolved.require_data()))
+        closed = close_month(
+            store, month, allow_incomplete=allow_incomplete, actor=os_actor(), wait=wait
+        )
+    _print_closed(closed)
+
+
+def _print_closed(closed: Closed) -> None:
+    from tenantcost.writers.text import money, render_table
+
+    rows = closed.statements
+    amounts = rows["amount"].map(money)
+    previous = rows["previous_amount"].astype(object).map(money, na_action="ignore").fillna("-")
+    changed = rows["difference"].map(money) if closed.revision > 1 else previous.map(lambda _: "-")
+    table_rows = list(zip(rows["client"], amounts, previous, changed, strict=True))
+    header = ["client", f"revision {closed.revision}", "previous", "difference"]
+    typer.echo(render_table(header, table_rows, {1, 2, 3}) if table_rows else "(no clients)")
+    typer.echo("")
+    source = "latest run, inputs unchanged" if closed.reused_run else "new run"
+    typer.echo(f"{closed.month} closed: revision {closed.revision} issued for {len(rows)} "
+               f"client(s) in {closed.currency} from run {closed.run_id} ({source})")  # fmt: skip
+    if closed.incomplete:
+        typer.echo(f"incomplete: {closed.detail}")
+    if closed.reason:
+        typer.echo(f"reason: {closed.reason}")
+
+
+@_register(app, "reopen")
+def reopen_command(
+    month: Annotated[str, typer.Option("--month", help="The closed month YYYY-MM to reopen.")],
+    reason: Annotated[
+        str | None,
+        typer.Option(
+            "--reason",
+            help="Why (required, non-empty): recorded, and carried by the next revision.",
+            show_default=False,
+        ),
+    ] = None,
+    db: DbOpt = None,
+    data: DataOpt = None,
+    settings: SettingsOpt = None,
+    wait: WaitOpt = 0.0,
+) -> None:
+    """Unlock a closed month for corrections; the next `close` issues revision N+1 with this
+    reason, and revision N stays exactly as issued."""
+    from tenantcost.errors import InputError
+    from tenantcost.store.actor import os_actor
+    from tenantcost.store.cycle import reopen_month
+    from tenantcost.store.schema import current_store
+    from tenantcost.store.settings import resolve_settings
+
+    _month(month)
+    if reason is None:  # one line, like every refusal (not click's usage box)
+        raise InputError(f"--reason is required: say why {month} is reopened (it goes on the "
+                         "next revision's statements)")  # fmt: skip
+    resolved = resolve_settings(db, data, settings)
+    with current_store(resolved) as engine:
+        done = reopen_month(engine, month, reason=reason, actor=os_actor(), wait=wait)
+    typer.echo(f"{done.month} reopened after revision {done.revision}: ingest the corrections, "
+               f"then `tenantcost close --month {done.month}` issues revision "
+               f"{done.revision + 1}")  # fmt: skip
+
+
+@_register(app, "history")
+def history_command(
+    client: Annotated[
+        str | None, typer.Option("--client", help="Only this client (default: all).")
+    ] = None,
+    month: Annotated[
+        str | None, typer.Option("--month", help="Only this month YYYY-MM (default: all).")
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table (default), json or csv.")] = "table",
+    db: DbOpt = None,
+    data: DataOpt = None,
+    settings: SettingsOpt = None,
+) -> None:
+    """Every issued revision of the clients' statements (issued or superseded), by month,
+    client and revision."""
+    from tenantcost.cli.run import check_format
+    from tenantcost.store.history import history, history_csv, history_document, history_table
+    from tenantcost.store.schema import current_store
+    from tenantcost.store.settings import resolve_settings
+
+    check_format(fmt, ("table", "json", "csv"))
+    if month is not None:
+        _month(month)
+    resolved = resolve_settings(db, data, settings)
+    with current_store(resolved) as engine:
+        entries = history(engine, client=client, month=month)
+    if fmt == "json":
+        typer.echo(json.dumps(history_document(entries), indent=2))
+    elif fmt == "csv":
+        typer.echo(history_csv(entries), nl=False)
+    else:
+        typer.echo(history_table(entries))
+
+
+__all__ = ["close_command", "history_command", "reopen_command", "run_command", "status_command"]

@@ -134,13 +134,22 @@ class Run:
         return Allocation(result, casc if audit else require_closed(casc))
 
 
+def require_config(options: RunOptions) -> Path:
+    """``--config``: typer requires it of every command but ``report``, which checks it
+    itself (``--from-db`` needs none); a Python caller without one gets one line."""
+    if options.config is None:
+        raise InputError("--config: give the rule file")
+    return options.config
+
+
 @contextmanager
 def opened(options: RunOptions) -> Iterator[Run]:
     """The run sequence's start: resolve the period, load the inputs, open the engine."""
+    config = require_config(options)
     period = resolve_period(options.month, options.start, options.end)
     chunk = parse_chunk(options.chunk)
     inputs = load_inputs(
-        options.config,
+        config,
         options.costs,
         options.usage,
         opencost_url=options.opencost_url,
@@ -249,8 +258,11 @@ def report(
     decimals: int | None,
     generated_at: str | None = None,
     jobs: int | None = None,
+    catalog: Path | None = None,
 ) -> None:
-    """``report``: the pack around the main run, through the same inputs and core."""
+    """``report``: the pack around the main run, through the same inputs and core; with a
+    ``catalog``, also the unit-economics finance page (:func:`tenantcost.cli.economics.
+    finance_page`)."""
     from tenantcost.report import build_pack, parse_formats, write_pack
 
     formats = parse_formats(fmt)
@@ -261,7 +273,14 @@ def report(
         pack = build_pack(
             run.inputs, run.allocate().result, clients=clients, places=decimals, generated_at=at
         )
-    written = write_pack(pack, out, formats, templates=templates, jobs=jobs)
+        economics = None
+        if catalog is not None:
+            from tenantcost.cli.economics import finance_page
+
+            economics = finance_page(run, pack.base, catalog, templates, at)
+    written = write_pack(
+        pack, out, formats, templates=templates, jobs=jobs, unit_economics=economics
+    )
     typer.echo(
         f"wrote {len(written)} files for {len(pack.clients)} client(s) to {out} "
         f"(open {out / 'index.html'})",

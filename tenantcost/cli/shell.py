@@ -87,6 +87,10 @@ UsageOpt = Annotated[
     ),
 ]
 ConfigOpt = Annotated[Path, typer.Option("--config", help="The YAML rule file.")]
+OptionalConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--config", help="The YAML rule file (required, except with --from-db)."),
+]
 FromOpt = Annotated[
     str | None, typer.Option("--from", help="Period start, ISO 8601 (UTC if no offset).")
 ]
@@ -156,7 +160,8 @@ class RunOptions:
     and how the chunks run. ``out`` is the command's own ``--out`` (OpenCost API responses
     are saved into its ``responses/`` folder)."""
 
-    config: Path
+    config: Path | None
+    """``None`` only where the command makes it optional (``report --from-db``)."""
     costs: list[Path] | None = None
     usage: list[str] | None = None
     start: str | None = None
@@ -189,13 +194,17 @@ _ENGINE_OPTIONS: list[tuple[str, Any, Any]] = [
 _FIELDS = frozenset(f.name for f in fields(RunOptions))
 
 
-def run_options(*, engine: bool = True) -> Callable[[Callable[..., None]], Callable[..., None]]:
+def run_options(
+    *, engine: bool = True, config_required: bool = True
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Give a command the shared options (``--config``, the inputs, the period and, with
     ``engine``, the chunk engine); the command receives them as one :class:`RunOptions`,
     its first parameter, followed by its own options (``--out`` is also copied into the
     options).
 
-    The command's signature is built here, so the shared options are declared once.
+    The command's signature is built here, so the shared options are declared once. Without
+    ``config_required``, ``--config`` may be left out (the command checks it; ``report
+    --from-db`` reads the stored run's rules).
     """
 
     def decorate(func: Callable[..., None]) -> Callable[..., None]:
@@ -208,7 +217,12 @@ def run_options(*, engine: bool = True) -> Callable[[Callable[..., None]], Calla
             inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=hint, default=dflt)
             for name, hint, dflt in [*_INPUT_OPTIONS, *(_ENGINE_OPTIONS if engine else [])]
         ]
-        config = inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, annotation=ConfigOpt)
+        config = inspect.Parameter(
+            "config",
+            inspect.Parameter.KEYWORD_ONLY,
+            annotation=ConfigOpt if config_required else OptionalConfigOpt,
+            default=inspect.Parameter.empty if config_required else None,
+        )
         required = [p for p in own if p.default is inspect.Parameter.empty]
         optional = [p for p in own if p.default is not inspect.Parameter.empty]
         parameters = [config, *required, *shared, *optional]

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -73,8 +75,12 @@ EXIT_LOCKED = 4
 db_app = typer.Typer(help="The store's database: create it or bring its schema up to date.",
                      no_args_is_help=True)  # fmt: skip
 rules_app = typer.Typer(help="Rule file versions kept in the store.", no_args_is_help=True)
-ingest_app = typer.Typer(help="Raw usage and costs into the store, one atomic batch each.",
-                         no_args_is_help=True)  # fmt: skip
+ingest_app = typer.Typer(
+    help="Raw usage and costs into the store, one atomic batch each: `ingest usage`, `ingest "
+    "costs`, or `ingest --since-last` (the hourly job).",
+    no_args_is_help=True,
+    invoke_without_command=True,
+)
 app.add_typer(db_app, name="db")
 app.add_typer(rules_app, name="rules")
 app.add_typer(ingest_app, name="ingest")
@@ -164,17 +170,57 @@ def rules_load_command(
     )
 
 
+UsageOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--usage",
+        help="Usage CSV/Parquet (window_start, window_end, service, client, metrics...), "
+        "a file, folder or URL; repeat for several.",
+        show_default=False,
+    ),
+]
+PrometheusOpt = Annotated[
+    bool,
+    typer.Option(
+        "--prometheus",
+        help="Usage from sources.prometheus of the rule file (--config, else the latest "
+        "stored rule file), queried for the period.",
+    ),
+]
+IngestConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="Rule file whose sources: apply (Prometheus, OpenCost settings). Default: the "
+        "latest rule file stored in the store.",
+        show_default=False,
+    ),
+]
+IngestCostsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--costs",
+        help="OpenCost JSON response, OpenCost CSV export, or canonical CSV/Parquet; a "
+        "file or a folder; repeat for several.",
+        show_default=False,
+    ),
+]
+IngestOpenCostOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--opencost-url",
+        help="Costs from the OpenCost API at this URL for the period (other settings: "
+        "sources.opencost of --config, else of the latest stored rule file).",
+        show_default=False,
+    ),
+]
+
+
 @_register(ingest_app, "usage")
 def ingest_usage_command(
-    usage: Annotated[
-        list[str],
-        typer.Option(
-            "--usage",
-            help="Usage CSV/Parquet (window_start, window_end, service, client, metrics...), "
-            "a file, folder or URL; repeat for several.",
-            show_default=False,
-        ),
-    ],
+    usage: UsageOpt = None,
+    prometheus: PrometheusOpt = False,
+    config: IngestConfigOpt = None,
     start: FromOpt = None,
     end: ToOpt = None,
     month: MonthOpt = None,
@@ -185,23 +231,21 @@ def ingest_usage_command(
     settings: SettingsOpt = None,
     wait: WaitOpt = 0.0,
 ) -> None:
-    """Ingest usage as one batch (validated as `allocate` validates it)."""
-    from tenantcost.store.ingest import ingest_usage
-
-    _ingest(ingest_usage, usage, start, end, month, mode, dry_run, db, data, settings, wait)
+    """Ingest usage as one batch (validated as `allocate` validates it): files or Prometheus."""
+    if bool(usage) == prometheus:
+        raise_input("give --usage PATH... or --prometheus" if not usage
+                    else "give either --usage or --prometheus, not both")  # fmt: skip
+    if usage and config is not None:
+        raise_input("--config applies to --prometheus, not to --usage files")
+    request = _Request(start, end, month, mode, dry_run, db, data, settings, wait)
+    _ingest(request, Source.PROMETHEUS if prometheus else Source.FILES, usage or [], config)
 
 
 @_register(ingest_app, "costs")
 def ingest_costs_command(
-    costs: Annotated[
-        list[str],
-        typer.Option(
-            "--costs",
-            help="OpenCost JSON response, OpenCost CSV export, or canonical CSV/Parquet; a "
-            "file or a folder; repeat for several.",
-            show_default=False,
-        ),
-    ],
+    costs: IngestCostsOpt = None,
+    opencost_url: IngestOpenCostOpt = None,
+    config: IngestConfigOpt = None,
     start: FromOpt = None,
     end: ToOpt = None,
     month: MonthOpt = None,
@@ -212,40 +256,169 @@ def ingest_costs_command(
     settings: SettingsOpt = None,
     wait: WaitOpt = 0.0,
 ) -> None:
-    """Ingest costs as one batch (read as `allocate` reads them)."""
-    from tenantcost.store.ingest import ingest_costs
+    """Ingest costs as one batch (read as `allocate` reads them): files or the OpenCost API."""
+    if bool(costs) == bool(opencost_url):
+        raise_input("give --costs PATH... or --opencost-url URL" if not costs
+                    else "give either --costs or --opencost-url, not both")  # fmt: skip
+    if costs and config is not None:
+        raise_input("--config applies to --opencost-url, not to --costs files")
+    request = _Request(start, end, month, mode, dry_run, db, data, settings, wait)
+    source = Source.OPENCOST if opencost_url else Source.FILES
+    _ingest(request, source, costs or [], config, opencost_url, kind="costs")
 
-    _ingest(ingest_costs, costs, start, end, month, mode, dry_run, db, data, settings, wait)
+
+class Source(StrEnum):
+    """Where an ``ingest`` reads from."""
+
+    FILES = "files"
+    PROMETHEUS = "prometheus"
+    OPENCOST = "opencost"
+
+
+@dataclass(frozen=True)
+class _Request:
+    """The options every ``ingest usage|costs`` takes."""
+
+    start: str | None
+    end: str | None
+    month: str | None
+    mode: str
+    dry_run: bool
+    db: str | None
+    data: str | None
+    settings: Path | None
+    wait: float
+
+
+def raise_input(message: str) -> NoReturn:
+    from tenantcost.errors import InputError
+
+    raise InputError(message)
 
 
 def _ingest(
-    ingest: Callable[..., Ingested],
+    request: _Request,
+    source: Source,
     paths: list[str],
-    start: str | None,
-    end: str | None,
-    month: str | None,
-    mode: str,
-    dry_run: bool,
+    config: Path | None,
+    opencost_url: str | None = None,
+    kind: str = "usage",
+) -> None:
+    from tenantcost.cli.run import resolve_period
+    from tenantcost.store import ingest as batches
+    from tenantcost.store import live
+    from tenantcost.store.actor import os_actor
+    from tenantcost.store.data import DataDir, Store
+    from tenantcost.store.schema import current_store
+    from tenantcost.store.settings import resolve_settings
+
+    resolved = resolve_settings(request.db, request.data, request.settings)
+    period = resolve_period(request.month, request.start, request.end)
+    batches.check_mode(request.mode)
+    if source is not Source.FILES and period is None:
+        option = "--prometheus" if source is Source.PROMETHEUS else "--opencost-url"
+        raise_input(f"{option} needs a period: give --month or --from/--to")
+    options = live.Options(request.mode, os_actor(), request.dry_run, request.wait)
+    with current_store(resolved) as engine:
+        store = Store(engine, DataDir(resolved.require_data()))
+        if source is Source.FILES:
+            ingest = batches.ingest_usage if kind == "usage" else batches.ingest_costs
+            done = ingest(store, paths, period=period, mode=options.mode, actor=options.actor,
+                          dry_run=options.dry_run, wait=options.wait)  # fmt: skip
+        else:
+            assert period is not None
+            ruleset = live.ruleset_for_sources(engine, config)
+            if source is Source.PROMETHEUS:
+                ruleset = live.require_prometheus(ruleset, config)
+                done = live.ingest_prometheus(store, ruleset, period, options)
+            else:
+                opencost = live.opencost(ruleset, opencost_url)
+                assert opencost is not None
+                done = live.ingest_opencost(store, opencost, period, options)
+    typer.echo(_ingested_line(done))
+
+
+@ingest_app.callback()
+def _ingest_group(
+    ctx: typer.Context,
+    since_last: Annotated[
+        bool,
+        typer.Option(
+            "--since-last",
+            help="The hourly job: ingest every complete hour since the last ingested one, "
+            "per source (costs from --opencost-url, usage from --prometheus; neither: every "
+            "live source the rule file configures).",
+        ),
+    ] = False,
+    opencost_url: IngestOpenCostOpt = None,
+    prometheus: PrometheusOpt = False,
+    config: IngestConfigOpt = None,
+    now: Annotated[
+        str | None,
+        typer.Option("--now", hidden=True, help="Tests and replays: the time taken as now."),
+    ] = None,
+    db: DbOpt = None,
+    data: DataOpt = None,
+    settings: SettingsOpt = None,
+    wait: WaitOpt = 0.0,
+) -> None:
+    """Raw usage and costs into the store (``--since-last``: the hourly job)."""
+    given = since_last or opencost_url or prometheus or config or now or db or data or settings
+    if ctx.invoked_subcommand is not None:
+        if given or wait:
+            sub = ctx.invoked_subcommand
+            raise_input(f"options before `{sub}` belong to `ingest --since-last`; put them "
+                        f"after `ingest {sub}`")  # fmt: skip
+        return
+    if not since_last:
+        raise_input("give a sub-command (`ingest usage`, `ingest costs`) or --since-last")
+    _since_last(opencost_url, prometheus, config, now, db, data, settings, wait)
+
+
+_ingest_group_command = ingest_app.registered_callback
+assert _ingest_group_command is not None
+_ingest_group_command.callback = user_errors(_locked_exits_4(_ingest_group))
+
+
+def _since_last(
+    opencost_url: str | None,
+    prometheus: bool,
+    config: Path | None,
+    now: str | None,
     db: str | None,
     data: str | None,
     settings: Path | None,
     wait: float,
 ) -> None:
-    from tenantcost.cli.run import resolve_period
+    """``ingest --since-last``: one line per source (a batch, up to date, or nothing new)."""
+    import pandas as pd
+
+    from tenantcost.store import live
     from tenantcost.store.actor import os_actor
     from tenantcost.store.data import DataDir, Store
-    from tenantcost.store.ingest import check_mode
     from tenantcost.store.schema import current_store
     from tenantcost.store.settings import resolve_settings
+    from tenantcost.windows import parse_utc
 
     resolved = resolve_settings(db, data, settings)
-    period = resolve_period(month, start, end)
-    check_mode(mode)
+    at = parse_utc(now, "--now") if now is not None else pd.Timestamp.now(tz="UTC")
     with current_store(resolved) as engine:
         store = Store(engine, DataDir(resolved.require_data()))
-        done = ingest(store, paths, period=period, mode=mode, actor=os_actor(),
-                      dry_run=dry_run, wait=wait)  # fmt: skip
-    typer.echo(_ingested_line(done))
+        ruleset = live.ruleset_for_sources(engine, config)
+        explicit = prometheus or opencost_url is not None
+        costs = live.opencost(ruleset, opencost_url) if opencost_url or not explicit else None
+        usage = prometheus or (not explicit and ruleset is not None
+                               and ruleset.sources.prometheus is not None)  # fmt: skip
+        if usage:
+            ruleset = live.require_prometheus(ruleset, config)
+        if costs is None and not usage:
+            raise_input("--since-last: no live source: give --opencost-url URL or "
+                        "--prometheus, or set sources.opencost.url or sources.prometheus in "
+                        "the rule file")  # fmt: skip
+        done = live.since_last(store, ruleset=ruleset, usage=usage, costs=costs, now=at,
+                               options=live.Options("replace", os_actor(), wait=wait))  # fmt: skip
+    for item in done:
+        typer.echo(item.reason if isinstance(item, live.Skipped) else _ingested_line(item))
 
 
 def _ingested_line(done: Ingested) -> str:

@@ -23,7 +23,14 @@ from typing import Any
 from tenantcost.errors import InternalError
 
 DEFAULTS_FILE = "defaults.yaml"
-SECTIONS: tuple[str, ...] = ("prometheus", "opencost", "confidence", "privacy", "focus")
+SECTIONS: tuple[str, ...] = (
+    "prometheus",
+    "opencost",
+    "confidence",
+    "privacy",
+    "focus",
+    "pricing",
+)
 """Top-level sections of the defaults file, each a mapping of one rule-file section's keys."""
 
 

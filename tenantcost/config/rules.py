@@ -29,6 +29,7 @@ from tenantcost.config.base import Strict
 from tenantcost.config.confidence import ConfidenceThresholds
 from tenantcost.config.cost_model import CostModel
 from tenantcost.config.focus import Focus
+from tenantcost.config.pricing import Pricing
 from tenantcost.config.privacy import Privacy
 from tenantcost.config.sources import OpenCostSource, PrometheusSource
 from tenantcost.errors import InputError, warn
@@ -243,6 +244,7 @@ class RuleSet(Strict):
     confidence: ConfidenceThresholds = Field(default_factory=ConfidenceThresholds)
     privacy: Privacy = Field(default_factory=Privacy)
     focus: Focus = Field(default_factory=Focus)
+    pricing: Pricing = Field(default_factory=Pricing)
 
     @field_validator("rules")
     @classmethod

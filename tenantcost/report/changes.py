@@ -11,6 +11,13 @@ cases are detected:
 
 All re-runs use the same inputs and core; a re-run that cannot be done (for example the old
 rule does not classify a workload that appeared later) is reported with its reason, not hidden.
+
+When the previous period's data is in the inputs, every client present in both periods also
+gets the **bridge** from last period's amount to this one (:mod:`tenantcost.bridge`, the
+figures of ``tenantcost explain``): one short table of causes in plain sentences that add up
+to the change. The previous period is allocated once per pack, and the bridge of every client
+is computed at once from the two allocations (:class:`PackBridges`), so a pack stays linear in
+clients.
 """
 
 from __future__ import annotations
@@ -18,15 +25,32 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from tenantcost.allocate import AllocationResult, allocate_stream
-from tenantcost.config.rules import RuleSet, RuleVersion
+from tenantcost.bridge import bridges, compare_months, only_version, oriented
+from tenantcost.config.rules import RuleSet
 from tenantcost.errors import InputError, InputWarning
 from tenantcost.inputs import Inputs
+from tenantcost.money import round_for_display
 from tenantcost.reconcile import cascade, require_closed
-from tenantcost.report.display import period_label
+from tenantcost.report.display import format_units, period_label
 from tenantcost.windows import Period
+
+__all__ = [
+    "Column",
+    "PackBridges",
+    "RuleChange",
+    "against_previous",
+    "bridge_notice",
+    "only_version",
+    "pack_bridges",
+    "previous_allocation",
+    "previous_period",
+    "quiet_allocate",
+    "within_period",
+]
 
 
 @dataclass(frozen=True)
@@ -69,14 +93,6 @@ def quiet_allocate(
         )
     require_closed(cascade(result))
     return result
-
-
-def only_version(ruleset: RuleSet, version: RuleVersion, start: pd.Timestamp) -> RuleSet:
-    """The rule set reduced to ``version``, in force from ``start`` at the latest."""
-    effective = min(version.effective_from, start.to_pydatetime())
-    return ruleset.model_copy(
-        update={"rules": [version.model_copy(update={"effective_from": effective})]}
-    )
 
 
 def _totals(result: AllocationResult) -> pd.Series:
@@ -148,17 +164,34 @@ def within_period(base: AllocationResult, inputs: Inputs, ruleset: RuleSet) -> l
     return changes
 
 
-def against_previous(base: AllocationResult, inputs: Inputs, ruleset: RuleSet) -> list[RuleChange]:
-    """A notice when the previous period's data is present and was under another rule."""
+def previous_allocation(
+    base: AllocationResult, inputs: Inputs, ruleset: RuleSet
+) -> AllocationResult | None:
+    """The previous period allocated under the rule as dated, once per pack; ``None`` when
+    its data is not in the inputs or it cannot be allocated at all."""
     prev = previous_period(base.period)
     costs = inputs.costs
     inside = (costs["window_start"] >= prev.start) & (costs["window_end"] <= prev.end)
     if not inside.any():
-        return []
+        return None
     try:
-        earlier = quiet_allocate(inputs, ruleset, prev)
+        return quiet_allocate(inputs, ruleset, prev)
     except InputError:
-        return []  # the previous period cannot be allocated at all: nothing to compare
+        return None  # the previous period cannot be allocated at all: nothing to compare
+
+
+def against_previous(
+    base: AllocationResult,
+    inputs: Inputs,
+    ruleset: RuleSet,
+    earlier: AllocationResult | None = None,
+) -> list[RuleChange]:
+    """A notice when the previous period's data is present and was under another rule
+    (``earlier``: that period's allocation, when the caller has it already)."""
+    earlier = earlier if earlier is not None else previous_allocation(base, inputs, ruleset)
+    if earlier is None:
+        return []
+    prev = earlier.period
     old_ids = [r.id for r in earlier.rules]
     new_ids = [r.id for r in base.rules]
     if old_ids == new_ids:
@@ -188,3 +221,111 @@ def against_previous(base: AllocationResult, inputs: Inputs, ruleset: RuleSet) -
             ],
         )
     ]
+
+
+# --------------------------------------------------------------------------- the bridge
+
+BRIDGE_ROWS = 6
+"""The largest parts a sheet's bridge lists; the others are summed on one row."""
+
+
+@dataclass(frozen=True)
+class PackBridges:
+    """Every client's bridge from the previous period to the pack's (``explain``'s figures),
+    computed once per pack; only clients with figures in both periods have one."""
+
+    vs: str
+    month: str
+    currency: str
+    amounts: pd.DataFrame
+    """Per client (index): ``early`` (previous period), ``late`` (this one), ``change``."""
+    parts: pd.DataFrame
+    """``client, effect, source, key, amount, reason, text``, grouped by client."""
+    spans: dict[str, tuple[int, int]]
+    """Each client's rows of ``parts`` (start, end)."""
+
+    def client_parts(self, client: str) -> pd.DataFrame:
+        start, end = self.spans.get(client, (0, 0))
+        return self.parts.iloc[start:end]
+
+
+def pack_bridges(
+    base: AllocationResult,
+    inputs: Inputs,
+    ruleset: RuleSet,
+    earlier: AllocationResult | None,
+) -> PackBridges | None:
+    """The bridge of every client present in both ``earlier`` and ``base``; ``None`` without
+    a previous period, or when a rule change cannot be restated (the previous-rule notice
+    then says why)."""
+    if earlier is None or earlier.lines.empty or base.lines.empty:
+        return None
+    labels = (
+        period_label(earlier.period.start, earlier.period.end),
+        period_label(base.period.start, base.period.end),
+    )
+    try:
+        comparison = compare_months(
+            earlier, base, labels, ruleset, lambda rules, p: quiet_allocate(inputs, rules, p)
+        )
+    except InputError:
+        return None
+    both = sorted(set(earlier.lines["client"].astype(str)) & set(base.lines["client"].astype(str)))
+    b = bridges(comparison, both)
+    parts = oriented(b, False, base.currency).reset_index(drop=True)
+    clients = parts["client"].astype(str).to_numpy()
+    starts: list[int] = []
+    if len(clients):
+        starts = np.flatnonzero(np.r_[True, clients[1:] != clients[:-1]]).tolist()
+    ends = [*starts[1:], len(clients)] if starts else []
+    spans = {str(clients[s]): (int(s), int(e)) for s, e in zip(starts, ends, strict=True)}
+    return PackBridges(labels[0], labels[1], base.currency, b.amounts, parts, spans)
+
+
+def _signed(units: int, places: int) -> str:
+    return ("+" if units > 0 else "") + format_units(units, places)
+
+
+def bridge_notice(
+    pb: PackBridges, client: str, places: int
+) -> tuple[str, str, list[tuple[str, str, str]]] | None:
+    """A sheet's bridge: (title, text, rows of label, amount, effect), the largest parts
+    first, rounded for display so the rows add up to the shown change; ``None`` when the
+    client is not in both periods."""
+    if client not in pb.amounts.index or client not in pb.spans:
+        return None
+    row = pb.amounts.loc[client]
+    early, late = int(row["early"]), int(row["late"])
+    parts = pb.client_parts(client)
+    parts = parts.loc[parts["amount"] != 0]
+    parts = parts.iloc[np.argsort(-parts["amount"].abs().to_numpy(), kind="stable")]
+    shown, rest = parts.iloc[:BRIDGE_ROWS], parts.iloc[BRIDGE_ROWS:]
+    amounts = [int(v) for v in shown["amount"].tolist()]
+    if len(rest):
+        amounts.append(int(rest["amount"].sum()))
+    ends = [round_for_display([early], places)[0], round_for_display([late], places)[0]]
+    try:  # each end is rounded alone (as the sheet's total): the parts add up to their change
+        units = round_for_display(amounts, places, total=ends[1] - ends[0])
+    except ValueError:
+        units = round_for_display(amounts, places)
+    labels = [*shown["reason"].astype(str).tolist()]
+    effects = [*shown["effect"].astype(str).tolist()]
+    if len(rest):
+        labels.append(f"{len(rest)} smaller changes")
+        effects.append(", ".join(dict.fromkeys(rest["effect"].astype(str))))
+    rows = [(f"{pb.vs} (last period)", format_units(ends[0], places), "")]
+    rows += [  # a part that shows as zero at this precision is left out (it adds nothing)
+        (lab, _signed(u, places), eff)
+        for lab, u, eff in zip(labels, units, effects, strict=True)
+        if u != 0
+    ]
+    rows.append((f"{pb.month} (this period)", format_units(ends[1], places), ""))
+    change = _signed(ends[1] - ends[0], places)
+    text = (
+        f"Your amount went from {format_units(ends[0], places)} {pb.currency} in {pb.vs} to "
+        f"{format_units(ends[1], places)} {pb.currency} in {pb.month} ({change}). Each row "
+        "is one cause, largest first; together they make up the change exactly (volume: your "
+        "usage at the mean unit cost of the two periods; rate: the change in unit cost at your "
+        "mean usage; rule: a change of rule or key)."
+    )
+    return f"What changed since {pb.vs}: {change} {pb.currency}", text, rows

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -21,10 +22,19 @@ from tenantcost.allocate import NO_CLIENT, AllocationResult
 from tenantcost.config.rules import EVEN, RuleSet, WeightsKey
 from tenantcost.errors import InputError
 from tenantcost.inputs import Inputs
-from tenantcost.report.changes import RuleChange, against_previous, quiet_allocate, within_period
+from tenantcost.report.changes import (
+    PackBridges,
+    RuleChange,
+    against_previous,
+    pack_bridges,
+    previous_allocation,
+    quiet_allocate,
+    within_period,
+)
 from tenantcost.report.confidence import (
     RULE,
     ClientConfidence,
+    UsageFigures,
     assess,
     key_amounts,
     usage_figures,
@@ -32,6 +42,9 @@ from tenantcost.report.confidence import (
 from tenantcost.report.display import auto_places
 from tenantcost.report.figures import ShownFigures, plan
 from tenantcost.report.provenance import Provenance, collect
+
+if TYPE_CHECKING:
+    from tenantcost.report.statement import StatementNote
 
 ReportInputs = Inputs
 """A report's inputs are those of every command (:func:`tenantcost.inputs.load_inputs`)."""
@@ -59,6 +72,14 @@ class ReportPack:
     """The clients whose sheets are rendered (``--client``), in report order."""
     known_clients: list[str]
     """Every client id seen anywhere in the inputs and rules (for redaction)."""
+    command: list[str] | None = None
+    """The command that reproduces the pack, without ``--out`` (``report --from-db``);
+    ``None``: the file command of ``inputs``."""
+    statement: StatementNote | None = None
+    """A draft or a restated revision (``report --from-db``): what its sheets say about it."""
+    bridges: PackBridges | None = None
+    """Every client's bridge from the previous period (``explain``'s figures), if its data is
+    in the inputs; ``None`` otherwise."""
 
 
 def alternative_keys(inputs: Inputs) -> list[str]:
@@ -98,6 +119,49 @@ def _rule_clients(ruleset: RuleSet) -> set[str]:
     return named
 
 
+@dataclass(frozen=True)
+class PackFigures:
+    """What a pack computes beyond its main run: the re-runs under every alternative key, the
+    change notices and the usage aggregates of the grades. Kept apart from the pack so that
+    the store records them for the run a close issues (:mod:`tenantcost.store.report_figures`)
+    and its sheets render later from the store alone (:mod:`tenantcost.store.stored_run`), as
+    issued."""
+
+    keys: list[str]
+    """Alternative keys, in order: the usage columns, then ``even``."""
+    amounts: pd.DataFrame
+    """Client x (``rule``, *keys): each client's total in micro-units."""
+    changes: list[RuleChange]
+    usage: UsageFigures
+    other_clients: list[str]
+    """Client ids named by the rules or seen in the usage but in no amount (redaction)."""
+    bridges: PackBridges | None = None
+    """Every client's bridge from the previous period (:func:`pack_bridges`), or ``None``."""
+
+
+def pack_figures(inputs: Inputs, base: AllocationResult) -> PackFigures:
+    """Re-run under every alternative key, detect rule changes, aggregate the usage."""
+    ruleset = inputs.ruleset
+    keys = alternative_keys(inputs)
+    runs: dict[str, AllocationResult] = {RULE: base}
+    for key in keys:  # one re-run per key: the whole period, chunked like the main run
+        runs[key] = quiet_allocate(inputs, ruleset, base.period, key=key)
+    amounts = key_amounts(runs)
+    earlier = previous_allocation(base, inputs, ruleset)  # once per pack
+    changes = within_period(base, inputs, ruleset) + against_previous(
+        base, inputs, ruleset, earlier
+    )
+    named = (_rule_clients(ruleset) | usage_clients(inputs)) - set(amounts.index.astype(str))
+    return PackFigures(
+        keys=keys,
+        amounts=amounts,
+        changes=changes,
+        usage=usage_figures(inputs.usage, inputs.con, ruleset, base.period, inputs.costs),
+        other_clients=sorted(named),
+        bridges=pack_bridges(base, inputs, ruleset, earlier),
+    )
+
+
 def build_pack(
     inputs: Inputs,
     base: AllocationResult,
@@ -108,12 +172,26 @@ def build_pack(
     """Gather the pack around the main run ``base``: re-run under every alternative key,
     grade, detect rule changes and fingerprint the inputs. ``generated_at`` pins the time the
     pages show (``--generated-at``), before ``SOURCE_DATE_EPOCH`` and the clock."""
+    provenance = collect(
+        inputs.config, inputs.cost_paths, inputs.usage_paths, base.rules, at=generated_at
+    )
+    return assemble_pack(inputs, base, pack_figures(inputs, base), provenance, clients, places)
+
+
+def assemble_pack(
+    inputs: Inputs,
+    base: AllocationResult,
+    figures: PackFigures,
+    provenance: Provenance,
+    clients: list[str] | None = None,
+    places: int | None = None,
+    command: list[str] | None = None,
+    statement: StatementNote | None = None,
+) -> ReportPack:
+    """The pack of ``base`` from its :class:`PackFigures` (computed now, or stored by a run):
+    grades, report order, the chosen clients, the ids to redact, the rounded figures."""
     ruleset = inputs.ruleset
-    keys = alternative_keys(inputs)
-    runs: dict[str, AllocationResult] = {RULE: base}
-    for key in keys:  # one re-run per key: the whole period, chunked like the main run
-        runs[key] = quiet_allocate(inputs, ruleset, base.period, key=key)
-    amounts = key_amounts(runs)
+    amounts = figures.amounts
     order = (
         amounts.assign(_client=amounts.index)
         .sort_values([RULE, "_client"], ascending=[False, True], kind="mergesort")
@@ -128,28 +206,27 @@ def build_pack(
                 f"{', '.join(sorted(order)) or '(none)'}"
             )
     chosen_clients = [c for c in order if not clients or c in set(clients)]
-    changes = within_period(base, inputs, ruleset) + against_previous(base, inputs, ruleset)
-    known = set(amounts.index.astype(str)) | _rule_clients(ruleset) | usage_clients(inputs)
-    for change in changes:
+    known = set(amounts.index.astype(str)) | set(figures.other_clients)
+    for change in figures.changes:
         for column in change.columns:
             if column.amounts is not None:
                 known |= set(column.amounts.index.astype(str))
     known.discard(NO_CLIENT)
     chosen = places if places is not None else auto_places(base.currency, amounts[RULE].tolist())
-    figures = usage_figures(inputs.usage, inputs.con, ruleset, base.period, inputs.costs)
     return ReportPack(
         inputs=inputs,
         base=base,
-        keys=keys,
+        keys=figures.keys,
         amounts=amounts,
-        confidence=assess(base, amounts, figures, ruleset, ruleset.confidence),
-        changes=changes,
-        provenance=collect(
-            inputs.config, inputs.cost_paths, inputs.usage_paths, base.rules, at=generated_at
-        ),
+        confidence=assess(base, amounts, figures.usage, ruleset, ruleset.confidence),
+        changes=figures.changes,
+        provenance=provenance,
         places=chosen,
         shown=plan(base, amounts, chosen),
         all_clients=order,
         clients=chosen_clients,
         known_clients=sorted(known),
+        command=command,
+        statement=statement,
+        bridges=figures.bridges,
     )

@@ -38,6 +38,7 @@ TEMPLATES_PACKAGE = ("tenantcost", "templates")
 PACKAGE_PREFIX = "tenantcost"
 """``{% extends "tenantcost/base.html" %}`` names the package's template past a user's own."""
 SUMMARY_NAME = "finance-summary"
+ECONOMICS_NAME = "unit-economics"
 CLIENT_DIR = "clients"
 
 
@@ -123,6 +124,8 @@ class Reproduce:
 
 
 def reproduce_command(pack: ReportPack, out: Path) -> str:
+    if pack.command is not None:  # a stored run: report --from-db
+        return shlex.join([*pack.command, "--out", str(out)])
     inputs = pack.inputs
     parts = ["tenantcost", "report", "--config", str(inputs.config)]
     for cost_path in inputs.cost_paths:
@@ -149,6 +152,8 @@ class Writer:
     templates: Path | None
     tick: Callable[[str], None]
     jobs: int = 1
+    unit_economics: str | None = None
+    """The unit-economics finance page (``report --catalog``), written as it is."""
 
     def __post_init__(self) -> None:
         self.html_env = environment("html", self.templates)
@@ -220,12 +225,16 @@ class Writer:
             summary=summary,
             reproduce=Reproduce(command),
         )
+        economics = None
+        if self.unit_economics is not None:
+            economics = f"{ECONOMICS_NAME}.html"
+            self._write(self.out / economics, self.unit_economics)
         self._write(
             self.out / "index.html",
             _render(
                 self.html_env,
                 "index.html",
-                index=_index(pack, sheets, summary, files, self.formats),
+                index=_index(pack, sheets, summary, files, self.formats, economics),
                 reproduce=Reproduce(command),
             ),
         )
@@ -248,6 +257,7 @@ class IndexPage:
     total: str
     summary_links: list[tuple[str, str]]
     unattributed_share: str
+    unit_economics: str | None = None
 
 
 def _index(
@@ -256,6 +266,7 @@ def _index(
     summary: FinanceSummary,
     files: dict[str, str],
     formats: Sequence[str],
+    unit_economics: str | None = None,
 ) -> IndexPage:
     shown = pack.shown
     labels = {"html": "HTML", "pdf": "PDF", "md": "Markdown"}
@@ -276,6 +287,7 @@ def _index(
         total=format_units(shown.clients_line, pack.places),
         summary_links=[(labels[f], f"{SUMMARY_NAME}.{f}") for f in formats],
         unattributed_share=format_share(unattributed / bound) if bound else "-",
+        unit_economics=unit_economics,
     )
 
 
@@ -301,6 +313,7 @@ def write_pack(
     templates: Path | None = None,
     progress: bool | None = None,
     jobs: int | None = None,
+    unit_economics: str | None = None,
 ) -> list[Path]:
     """Render every file of the pack into ``out``; a progress bar on a terminal's stderr.
     PDFs are written by ``jobs`` processes (default: the cores; 1: in this process)."""
@@ -323,7 +336,9 @@ def write_pack(
         def tick(name: str) -> None:
             bar.update(task, advance=1, description=f"rendering {name}")
 
-        writer = Writer(pack, out, formats, templates, tick, jobs or default_jobs())
+        writer = Writer(
+            pack, out, formats, templates, tick, jobs or default_jobs(), unit_economics
+        )
         try:
             return writer.run()
         except OSError as exc:

@@ -26,7 +26,7 @@ import pandas as pd
 
 from tenantcost.config.rules import EVEN
 from tenantcost.reconcile import unattributed_summary
-from tenantcost.report.changes import RuleChange
+from tenantcost.report.changes import RuleChange, bridge_notice
 from tenantcost.report.charts import Bar, bar_chart
 from tenantcost.report.confidence import RULE, ClientConfidence, Criterion
 from tenantcost.report.display import (
@@ -43,6 +43,7 @@ from tenantcost.report.pack import ReportPack
 from tenantcost.report.privacy import Redaction, too_few_clients, withheld_pools
 from tenantcost.report.provenance import Provenance
 from tenantcost.report.rule_text import Scope, SeenWorkloads, scope, seen_workloads
+from tenantcost.report.statement import StatementView, statement_view
 from tenantcost.timefmt import iso_z
 from tenantcost.writers.json_output import client_lines
 
@@ -165,6 +166,8 @@ class ClientSheet:
     min_pool_clients: int = 1
     withheld_note: str = ""
     """Why some lines' pool figures are withheld; empty when every line shows them."""
+    statement: StatementView | None = None
+    """A restated revision or a draft (``report --from-db``); ``None`` otherwise."""
 
 
 def period_view(pack: ReportPack) -> PeriodView:
@@ -366,6 +369,15 @@ def _notices(
     return out
 
 
+def _bridge(pack: ReportPack, client: str, redact: Callable[[str], str]) -> list[NoticeView]:
+    """The bridge from last period (``explain``'s parts), when the pack has both periods."""
+    found = bridge_notice(pack.bridges, client, pack.places) if pack.bridges else None
+    if found is None:
+        return []
+    title, text, rows = found
+    return [NoticeView(redact(title), redact(text), [Row(redact(a), b, c) for a, b, c in rows])]
+
+
 def _unattributed(pack: ReportPack, hidden: set[tuple[str, str, str]]) -> UnattributedView:
     """Section 3, before redaction (the same for every sheet). A row of a withheld pool is
     withheld (pool cost minus its unattributed part is the clients' part); the total is
@@ -495,8 +507,9 @@ def build_sheet(
         confidence=_confidence(
             pack, client, pack.confidence[client], hide_even=any(line.withheld for line in lines)
         ),
-        notices=_notices(pack, pack.changes, client, redact),
+        notices=_notices(pack, pack.changes, client, redact) + _bridge(pack, client, redact),
         provenance=provenance,
         min_pool_clients=threshold,
         withheld_note=withheld_note(threshold) if any(line.withheld for line in lines) else "",
+        statement=statement_view(pack.statement, client, pack.places, redact),
     )

@@ -26,6 +26,7 @@ from tenantcost.report.figures import adjusted
 from tenantcost.report.pack import ReportPack
 from tenantcost.report.provenance import Provenance
 from tenantcost.report.sheet import PeriodView, Row, period_view
+from tenantcost.report.statement import SummaryStatement, summary_statement
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,8 @@ class FinanceSummary:
     rules: list[RuleRow]
     changes: list[ChangeTable]
     provenance: Provenance
+    statement: SummaryStatement | None = None
+    """A restated, incomplete or draft revision (``report --from-db``); ``None`` otherwise."""
 
 
 def _rules(pack: ReportPack) -> list[RuleRow]:
@@ -214,4 +217,5 @@ def build_summary(pack: ReportPack, client_files: dict[str, str]) -> FinanceSumm
         rules=_rules(pack),
         changes=_changes(pack),
         provenance=pack.provenance,
+        statement=summary_statement(pack.statement, pack.places),
     )

@@ -40,6 +40,7 @@ from sqlmodel import Session
 from tenantcost.errors import InputError
 from tenantcost.readers.costs import read_costs
 from tenantcost.split import connect, quote
+from tenantcost.store.cycle import refuse_if_closed
 from tenantcost.store.data import DataDir, Store, partition
 from tenantcost.store.lock import write_transaction
 from tenantcost.store.models import Batch, BatchCell, BatchFile, table, utcnow
@@ -93,6 +94,12 @@ def check_mode(mode: str) -> str:
     return mode
 
 
+InTransaction = Callable[[Connection, "Ingested"], None]
+"""Called inside the batch's write transaction, after its catalog rows and before the commit
+(the service inserts its idempotency row there, atomically with the batch; raising rolls the
+batch back)."""
+
+
 def ingest_usage(
     store: Store,
     paths: Sequence[str | Path],
@@ -102,12 +109,33 @@ def ingest_usage(
     actor: str,
     dry_run: bool = False,
     wait: float = 0.0,
+    in_transaction: InTransaction | None = None,
 ) -> Ingested:
     """Ingest usage files (CSV or Parquet, files, folders, URLs) as one batch."""
     check_mode(mode)
     con = _connect()
     given = [p if is_url(p) else Path(p) for p in paths]
     full = open_usage(given, con)  # CSV is validated whole here; Parquet per day below
+    return ingest_usage_source(store, full, con, period=period, mode=mode, actor=actor,
+                               dry_run=dry_run, wait=wait,
+                               in_transaction=in_transaction)  # fmt: skip
+
+
+def ingest_usage_source(
+    store: Store,
+    full: UsageSource,
+    con: duckdb.DuckDBPyConnection,
+    *,
+    period: Period | None,
+    mode: str,
+    actor: str,
+    dry_run: bool = False,
+    wait: float = 0.0,
+    in_transaction: InTransaction | None = None,
+) -> Ingested:
+    """Ingest any usage source (files, or Prometheus' table in memory) as one batch; the
+    batch's ``source`` is the source's origin."""
+    check_mode(mode)
     source = full.within(period) if period is not None else full
     first, last_start, last_end, count = _usage_span(con, source)
     if count == 0:
@@ -124,7 +152,7 @@ def ingest_usage(
         _check_metrics(conn, store.data, con, source.metrics, full.origin)
         return _usage_days(con, source, days, folder)
 
-    return _store_batch(store, shape, actor, wait, build)
+    return _store_batch(store, shape, actor, wait, build, in_transaction)
 
 
 def ingest_costs(
@@ -136,11 +164,30 @@ def ingest_costs(
     actor: str,
     dry_run: bool = False,
     wait: float = 0.0,
+    in_transaction: InTransaction | None = None,
 ) -> Ingested:
     """Ingest cost files (OpenCost JSON or CSV export, canonical CSV/Parquet) as one batch."""
     check_mode(mode)
     origin = ", ".join(str(p) for p in paths)
-    every = read_costs([Path(p) for p in paths])
+    return ingest_cost_table(store, read_costs([Path(p) for p in paths]), origin,
+                             period=period, mode=mode, actor=actor, dry_run=dry_run,
+                             wait=wait, in_transaction=in_transaction)  # fmt: skip
+
+
+def ingest_cost_table(
+    store: Store,
+    every: pd.DataFrame,
+    origin: str,
+    *,
+    period: Period | None,
+    mode: str,
+    actor: str,
+    dry_run: bool = False,
+    wait: float = 0.0,
+    in_transaction: InTransaction | None = None,
+) -> Ingested:
+    """Ingest a canonical cost table (read from files or the OpenCost API) as one batch."""
+    check_mode(mode)
     costs = select_period(every, period, "costs")
     if costs.empty:
         raise InputError(_nothing("cost", period), file=origin)
@@ -154,7 +201,7 @@ def ingest_costs(
     def build(_conn: Connection, folder: Path) -> tuple[list[_Part], pd.DataFrame]:
         return _cost_days(costs, folder), cells
 
-    return _store_batch(store, shape, actor, wait, build)
+    return _store_batch(store, shape, actor, wait, build, in_transaction)
 
 
 @dataclass(frozen=True)
@@ -180,11 +227,13 @@ def _store_batch(
     actor: str,
     wait: float,
     build: Callable[[Connection, Path], tuple[list[_Part], pd.DataFrame]],
+    in_transaction: InTransaction | None = None,
 ) -> Ingested:
     """Steps 1-4 of the module docstring: lock, clean, write the files ``build`` makes,
     commit the catalog rows. Any failure removes the batch's files and rolls back."""
     uid = uuid.uuid4().hex
     with _removed_on_failure(store.data, uid), write_transaction(store.engine, wait) as conn:
+        refuse_if_closed(conn, shape.window_from, shape.window_to, f"ingest {shape.kind}")
         cleaned = store.data.clean(_batch_uids(conn))
         with store.data.staging() as folder:
             parts, cells = build(conn, folder)
@@ -195,9 +244,12 @@ def _store_batch(
                       window_to=shape.window_to.to_pydatetime(), actor=actor,
                       status="committed")  # fmt: skip
         replaced = _commit(conn, batch, cells, files)
-    return Ingested(shape.kind, uid, shape.mode, shape.rows, len(cells), replaced, shape.skipped,
-                    shape.window_from, shape.window_to, batch.sha256, len(files), cleaned,
-                    dry_run=False)  # fmt: skip
+        done = Ingested(shape.kind, uid, shape.mode, shape.rows, len(cells), replaced,
+                        shape.skipped, shape.window_from, shape.window_to, batch.sha256,
+                        len(files), cleaned, dry_run=False)  # fmt: skip
+        if in_transaction is not None:
+            in_transaction(conn, done)
+    return done
 
 
 def workload_key(costs: pd.DataFrame) -> pd.Series:

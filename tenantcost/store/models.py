@@ -21,9 +21,14 @@ Now:
   and ``run_figure`` (unattributed, residual, exclusions and the cascade, one row each).
   Per-period results only: per-window usage stays in Parquet.
 
-Next (their own migrations): per-window pool figures, ``month`` (open or closed; one row per
-``YYYY-MM``), ``revision`` (issued statements per client and month, never updated once
-issued), ``reopening`` (reason, actor, time) and ``token`` (the service).
+* ``month_event`` (0005): every ``close`` and ``reopen`` of a month, append-only (action,
+  revision, reason, actor, time; a close names the run it issued). A month's state is its
+  latest event's: closed after a close, open before any and after a reopen.
+* ``statement`` (0005): the issued statements, one row per client × month × revision, written
+  once by a close and never updated (amount, the previous revision's amount and the
+  difference, reason, incomplete flag, run, rule ids, who and when).
+
+Next (their own migrations): per-window pool figures and ``token`` (the service).
 
 Every timestamp is stored in UTC (:class:`UTCDateTime`): SQLite has no time zone type, and a
 store read on a machine in another zone must give the same instants.
@@ -31,11 +36,12 @@ store read on a machine in another zone must give the same instants.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     CheckConstraint,
     DateTime,
     Dialect,
@@ -44,6 +50,7 @@ from sqlalchemy import (
     Table,
     Text,
     TypeDecorator,
+    UniqueConstraint,
 )
 from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
@@ -98,8 +105,9 @@ class StoreModel(
     naming convention, so Alembic compares exactly these tables."""
 
 
-def _table_args(*checks: tuple[str, str] | Index) -> tuple[Any, ...]:
-    return tuple(c if isinstance(c, Index) else CheckConstraint(c[1], name=c[0]) for c in checks)
+def _table_args(*checks: tuple[str, str] | Index | UniqueConstraint) -> tuple[Any, ...]:
+    return tuple(c if not isinstance(c, tuple) else CheckConstraint(c[1], name=c[0])
+                 for c in checks)  # fmt: skip
 
 
 def _in(column: str, values: tuple[str, ...]) -> str:
@@ -273,6 +281,7 @@ class RunLine(StoreModel, table=True):
     """A client's line per source, kind and key over the period (never per window)."""
 
     __tablename__ = "run_line"
+    __table_args__ = _table_args(Index("ix_run_line_run_id_client", "run_id", "client"))
 
     id: int | None = Field(default=None, primary_key=True)
     run_id: str = Field(foreign_key="run.id", index=True, max_length=36)
@@ -285,6 +294,9 @@ class RunLine(StoreModel, table=True):
     share: float = Field()
     amount: int = Field(sa_type=BigInteger)
     windows: int = Field(sa_type=BigInteger)
+    rule_id: str | None = Field(default=None, max_length=200)
+    """The rule version of the line (0007; NULL in runs recorded before): a period spanning
+    two versions has a line per version."""
 
 
 class RunFigure(StoreModel, table=True):
@@ -308,6 +320,273 @@ class RunFigure(StoreModel, table=True):
     amount: int = Field(sa_type=BigInteger)
     before_distribution: int | None = Field(default=None, sa_type=BigInteger)
     distributed: int | None = Field(default=None, sa_type=BigInteger)
+
+
+class RunReport(StoreModel, table=True):
+    """What a run's sheets need besides its lines and figures, written by ``run`` (0007): its
+    cost and external totals, windows and hours, and the rule set it ran with (JSON, so a later
+    rule load does not change how its sheets read)."""
+
+    __tablename__ = "run_report"
+
+    run_id: str = Field(foreign_key="run.id", primary_key=True, max_length=36)
+    cost_total: int = Field(sa_type=BigInteger)
+    external_total: int = Field(sa_type=BigInteger)
+    windows: int = Field(sa_type=BigInteger)
+    hours: float = Field()
+    rules: str = Field(sa_type=Text)
+    rules_origin: str = Field(sa_type=Text)
+
+
+class RunPack(StoreModel, table=True):
+    """The report pack's figures of a run, written by ``close`` for the run it issues (0007;
+    re-running every alternative key is too slow for each ``run``): the alternative keys, the
+    change notices (titles, texts, column labels; per-client amounts in
+    ``run_client_figure``), the usage's no-client shares per (service, key), the hours of cost
+    windows no usage row covers per service, and the client ids seen only in the usage or the
+    rules (redacted from free text). JSON columns hold small per-run lists."""
+
+    __tablename__ = "run_pack"
+
+    run_id: str = Field(foreign_key="run.id", primary_key=True, max_length=36)
+    keys: str = Field(sa_type=Text)
+    changes: str = Field(sa_type=Text)
+    no_client: str = Field(sa_type=Text)
+    uncovered_hours: str = Field(sa_type=Text)
+    other_clients: str = Field(sa_type=Text)
+    recorded_at: datetime = Field(sa_type=UTCDateTime, default_factory=utcnow)
+
+
+class RunClientFigure(StoreModel, table=True):
+    """A client's amount in one of a run's pack figures (0007, with ``run_pack``):
+    ``key:<key>`` its total with every split by that key (``key:rule``: the rule as written),
+    ``change:<i>:<j>`` column ``j`` of change notice ``i``."""
+
+    __tablename__ = "run_client_figure"
+
+    run_id: str = Field(foreign_key="run.id", primary_key=True, max_length=36)
+    figure: str = Field(primary_key=True, max_length=200)
+    client: str = Field(primary_key=True, sa_type=Text)
+    amount: int = Field(sa_type=BigInteger)
+
+
+class RunClientService(StoreModel, table=True):
+    """A shared service a client used in the run's period (0007, with ``run_pack``; the
+    confidence grades)."""
+
+    __tablename__ = "run_client_service"
+
+    run_id: str = Field(foreign_key="run.id", primary_key=True, max_length=36)
+    client: str = Field(primary_key=True, sa_type=Text)
+    service: str = Field(primary_key=True, sa_type=Text)
+
+
+class RunPool(StoreModel, table=True):
+    """A pool of a run (0007): the fewest clients one window of the period split it among
+    (``AllocationResult.pool_clients``; sheets withhold the figures of small pools)."""
+
+    __tablename__ = "run_pool"
+
+    run_id: str = Field(foreign_key="run.id", primary_key=True, max_length=36)
+    rule_id: str = Field(primary_key=True, max_length=200)
+    kind: str = Field(primary_key=True, max_length=32)
+    source: str = Field(primary_key=True, sa_type=Text)
+    key: str = Field(primary_key=True, sa_type=Text)
+    min_clients: int = Field(sa_type=BigInteger)
+
+
+class RunUnattributed(StoreModel, table=True):
+    """The unattributed part of a pool in one window, with its cause (0007): a per-window
+    pool figure (the hours without usage data of the confidence grades), not usage."""
+
+    __tablename__ = "run_unattributed"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="run.id", index=True, max_length=36)
+    rule_id: str = Field(max_length=200)
+    source: str = Field(sa_type=Text)
+    kind: str = Field(max_length=32)
+    cause: str = Field(sa_type=Text)
+    window_start: datetime = Field(sa_type=UTCDateTime)
+    window_end: datetime = Field(sa_type=UTCDateTime)
+    amount: int = Field(sa_type=BigInteger)
+
+
+RUN_WORKLOAD_FRAMES = ("residual", "exclusions", "unclassified")
+
+
+class RunWorkload(StoreModel, table=True):
+    """A residual, excluded or unclassified workload's cost over the period, per rule version
+    (0007): ``frame`` names the result table, ``class``/``name``/``reason`` its columns."""
+
+    __tablename__ = "run_workload"
+    __table_args__ = _table_args(("frame", _in("frame", RUN_WORKLOAD_FRAMES)))
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="run.id", index=True, max_length=36)
+    frame: str = Field(max_length=16)
+    rule_id: str = Field(max_length=200)
+    class_: str = Field(sa_column_kwargs={"name": "class"}, max_length=32)
+    name: str = Field(sa_type=Text)
+    reason: str = Field(sa_type=Text)
+    amount: int = Field(sa_type=BigInteger)
+
+
+MONTH_ACTIONS = ("close", "reopen")
+"""What a ``month_event`` records (:class:`tenantcost.store.cycle.MonthAction`)."""
+
+
+class MonthEvent(StoreModel, table=True):
+    """One close or reopen of a month, append-only: the month's state is its latest event's.
+
+    ``revision`` is the revision a close issued, or the revision a reopen unlocked (the next
+    close issues ``revision + 1``); (month, action, revision) is unique, so two closes racing
+    for the same revision cannot both commit. ``run_id`` is the run a close issued;
+    ``incomplete`` marks a close with ``--allow-incomplete`` on a month with missing hours, and
+    ``detail`` says which (a close's note; for a reopen, ``reason`` is required)."""
+
+    __tablename__ = "month_event"
+    __table_args__ = _table_args(
+        ("action", _in("action", MONTH_ACTIONS)),
+        ("revision", "revision >= 1"),
+        UniqueConstraint("month", "action", "revision"),
+        Index("ix_month_event_month_id", "month", "id"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    month: str = Field(max_length=7)
+    action: str = Field(max_length=16)
+    revision: int = Field()
+    reason: str | None = Field(default=None, sa_type=Text)
+    run_id: str | None = Field(default=None, foreign_key="run.id", max_length=36)
+    incomplete: bool = Field(default=False, sa_type=Boolean)
+    detail: str | None = Field(default=None, sa_type=Text)
+    at: datetime = Field(sa_type=UTCDateTime, default_factory=utcnow)
+    actor: str = Field(max_length=200)
+
+
+class Statement(StoreModel, table=True):
+    """A client's issued statement for a month at one revision: written once, never updated.
+
+    ``amount`` in micro-units (history's and ``allocate --format json``'s minor unit);
+    ``previous_amount`` is the client's amount at the previous revision (NULL at revision 1 or
+    for a client new in this revision) and ``difference`` = amount − previous (amount when there
+    is none). A client of the previous revision that the new run no longer has gets a
+    revision with amount 0. ``rule_ids`` is the run's JSON list; ``reason`` the reopen's."""
+
+    __tablename__ = "statement"
+    __table_args__ = _table_args(
+        ("revision", "revision >= 1"),
+        UniqueConstraint("month", "client", "revision"),
+        Index("ix_statement_client_month", "client", "month"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    month: str = Field(max_length=7)
+    client: str = Field(sa_type=Text)
+    revision: int = Field()
+    amount: int = Field(sa_type=BigInteger)
+    previous_amount: int | None = Field(default=None, sa_type=BigInteger)
+    difference: int = Field(sa_type=BigInteger)
+    currency: str = Field(max_length=3)
+    run_id: str = Field(foreign_key="run.id", index=True, max_length=36)
+    event_id: int = Field(foreign_key="month_event.id", index=True)
+    rule_ids: str = Field(sa_type=Text)
+    reason: str | None = Field(default=None, sa_type=Text)
+    incomplete: bool = Field(default=False, sa_type=Boolean)
+    issued_at: datetime = Field(sa_type=UTCDateTime)
+    issued_by: str = Field(max_length=200)
+
+
+TOKEN_ROLES = ("admin", "finance", "account-manager", "ingest")
+"""The service's roles (:class:`tenantcost.service.permissions.Role`)."""
+
+
+class Token(StoreModel, table=True):
+    """A service access token (0006). Only the sha256 of the secret is kept: a stolen
+    database does not give working tokens. ``name`` is unique for ever (a revoked token keeps
+    its row and name, so logs and actors stay unambiguous); ``clients`` is the JSON list of
+    an account manager's clients; ``expires_at``/``revoked_at`` end it."""
+
+    __tablename__ = "token"
+    __table_args__ = _table_args(("role", _in("role", TOKEN_ROLES)))
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(max_length=200, unique=True)
+    role: str = Field(max_length=32)
+    clients: str = Field(sa_type=Text, default="[]")
+    hash: str = Field(max_length=64, unique=True)
+    created_at: datetime = Field(sa_type=UTCDateTime, default_factory=utcnow)
+    created_by: str = Field(max_length=200)
+    expires_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    revoked_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    revoked_by: str | None = Field(default=None, max_length=200)
+
+
+class IdempotencyKey(StoreModel, table=True):
+    """The first answer to a ``POST /api/v1/usage`` carrying an ``Idempotency-Key`` (0006),
+    written in the batch's own transaction: a retry with the same key and body gets this
+    answer and changes nothing; the same key with another body (``request_sha256``) is 409.
+    Keys are per token (two applications cannot collide)."""
+
+    __tablename__ = "idempotency_key"
+
+    token_name: str = Field(primary_key=True, max_length=200)
+    key: str = Field(primary_key=True, max_length=200)
+    request_sha256: str = Field(max_length=64)
+    status_code: int = Field()
+    response: str = Field(sa_type=Text)
+    batch_uid: str | None = Field(default=None, max_length=32)
+    created_at: datetime = Field(sa_type=UTCDateTime, default_factory=utcnow)
+
+
+class WebSessionEnd(StoreModel, table=True):
+    """A browser session ended by logout (0008): its id (``sid``, in the signed cookie), so a
+    copy of the cookie is refused afterwards on every worker. Sessions live in the cookie, not
+    here; ``expires_at`` is when the cookie would have expired anyway (older rows may go)."""
+
+    __tablename__ = "web_session_end"
+
+    sid: str = Field(primary_key=True, max_length=64)
+    token_id: int = Field(foreign_key="token.id")
+    ended_at: datetime = Field(sa_type=UTCDateTime, default_factory=utcnow)
+    expires_at: datetime = Field(sa_type=UTCDateTime)
+
+
+class CatalogLoad(StoreModel, table=True):
+    """One ``tenantcost catalog load`` (0009): the client catalog file as loaded (its sha256
+    over the raw bytes, where it came from, how many clients), by whom and when. The latest
+    load is the store's catalog; earlier loads stay for provenance."""
+
+    __tablename__ = "catalog_load"
+
+    id: int | None = Field(default=None, primary_key=True)
+    sha256: str = Field(max_length=64)
+    origin: str = Field(sa_type=Text)
+    currency: str = Field(max_length=3)
+    clients: int = Field()
+    loaded_at: datetime = Field(sa_type=UTCDateTime, default_factory=utcnow)
+    actor: str = Field(max_length=200)
+
+
+class CatalogClient(StoreModel, table=True):
+    """A client of a catalog load (0009), as :func:`tenantcost.catalog.read_catalog` checked
+    it: ``monthly_revenue`` in micro-units (``has_revenue`` false: unknown), the contract's
+    first and last day (``contract_start``/``contract_end``, inclusive; NULL: open)."""
+
+    __tablename__ = "catalog_client"
+
+    load_id: int = Field(foreign_key="catalog_load.id", primary_key=True)
+    client: str = Field(primary_key=True, max_length=400)
+    name: str = Field(sa_type=Text, default="")
+    plan: str = Field(sa_type=Text, default="")
+    segment: str = Field(sa_type=Text, default="")
+    account_manager: str = Field(sa_type=Text, default="")
+    monthly_revenue: int = Field(sa_type=BigInteger)
+    has_revenue: bool = Field(sa_type=Boolean)
+    currency: str = Field(max_length=3)
+    contract_start: date | None = Field(default=None)
+    contract_end: date | None = Field(default=None)
 
 
 def table(model: type[StoreModel]) -> Table:

@@ -11,7 +11,8 @@ all known or new is stored as a new ``rule_file`` row (its other settings, such 
 ``confidence`` or ``sources``, may have changed) with its new versions. Versions absent from
 a later file stay: the store never forgets a rule it may have used. Two versions may not
 share an ``effective_from`` (which one is in force would be ambiguous), and every version of
-a store has one currency.
+a store has one currency. A new version that would be in force for an hour of a closed month
+is refused (:func:`tenantcost.store.cycle.refuse_rule_version`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from sqlmodel import Session, col, select
 from tenantcost.config.rules import RuleSet, load_rules
 from tenantcost.config.rules import RuleVersion as RuleVersionModel
 from tenantcost.errors import InputError
+from tenantcost.store.cycle import refuse_rule_version
 from tenantcost.store.models import RuleFile, RuleVersion, utcnow
 
 
@@ -83,6 +85,7 @@ def load_rule_file(
             if _known(session, version, content, path, i):
                 loaded.unchanged.append(version.id)
                 continue
+            refuse_rule_version(session.connection(), version.id, version.effective_from)
             row = RuleVersion(rule_id=version.id, effective_from=version.effective_from,
                               content=content, sha256=sha256_hex(content),
                               rule_file_id=rule_file.id, loaded_at=now, actor=actor)  # fmt: skip

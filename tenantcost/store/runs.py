@@ -7,20 +7,27 @@ allocation runs without the lock (readers never block writers); only the record 
 under the store's write lock, in one transaction, after checking that no batch of the month
 was committed meanwhile (else the figures would not match the inputs the run names).
 
-What is recorded is per period only: per-client totals, lines per client, source, kind and
-key, and the period figures of the cascade. Per-window usage stays in Parquet.
+What is recorded is per period only: per-client totals, lines per client, source, kind, key
+and rule version, and the period figures of the cascade, with what the run's sheets need
+besides (:func:`tenantcost.store.report_figures.record_run_tables`: pools' client counts, the
+unattributed part of each pool per window, workloads, the rule set). Per-window usage stays in
+Parquet. The report pack's figures that need the inputs again (a re-run per alternative key)
+are recorded by ``close`` for the run it issues, not here: they would make every run several
+times slower than ``allocate``.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import pandas as pd
 import yaml
-from sqlalchemy import Connection, Engine, insert, select
+from sqlalchemy import Connection, Engine, Row, insert, select
 
 from tenantcost import __version__
 from tenantcost.allocate import allocate_stream
@@ -51,9 +58,10 @@ from tenantcost.store.models import (
     table,
     utcnow,
 )
+from tenantcost.store.report_figures import record_run_tables
+from tenantcost.store.rules import sha256_hex, version_document
 from tenantcost.store.stored import stored_costs, stored_usage
 from tenantcost.windows import Period
-from tenantcost.writers.json_output import client_lines
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,8 @@ class StoredRules:
     ruleset: RuleSet
     file_sha256: str
     origin: str
+    document: dict[str, Any]
+    """The rule document parsed (recorded with the run: its sheets read with these rules)."""
 
 
 @dataclass(frozen=True)
@@ -76,23 +86,46 @@ class RecordedRun:
 
 def stored_rules(engine: Engine) -> StoredRules:
     """Every stored rule version, with the latest stored rule file's other settings."""
+    v = table(RuleVersion).c
     with engine.connect() as connection:
         latest = connection.execute(
             select(table(RuleFile)).order_by(table(RuleFile).c.id.desc()).limit(1)
         ).first()
-        versions = (
-            connection.execute(
-                select(table(RuleVersion).c.content).order_by(table(RuleVersion).c.effective_from)
-            )
-            .scalars()
-            .all()
-        )
+        versions = connection.execute(
+            select(v.rule_id, v.content, v.sha256, v.rule_file_id).order_by(v.effective_from)
+        ).all()
+        files = dict(connection.execute(
+            select(table(RuleFile).c.id, table(RuleFile).c.content).where(
+                table(RuleFile).c.id.in_({row.rule_file_id for row in versions}))
+        ).all())  # fmt: skip
     if latest is None:
         raise InputError("the store holds no rules: run `tenantcost rules load RULES.yaml` first")
     origin = f"stored rule file {latest.sha256[:12]} ({latest.origin})"
     document = yaml.safe_load(latest.content)
-    document["rules"] = [json.loads(v)["rules"][0] for v in versions]
-    return StoredRules(parse_rules(document, origin=origin), latest.sha256, origin)
+    document["rules"] = _as_written(versions, files)
+    return StoredRules(parse_rules(document, origin=origin), latest.sha256, origin, document)
+
+
+def _as_written(
+    versions: Sequence[Row[Any, Any, Any, Any]], files: dict[int, str]
+) -> list[dict[str, Any]]:
+    """Each stored version as the file that brought it wrote it: the stored content is sorted
+    JSON, which would reorder a match's properties in the sheets' rule text ("namespace saas,
+    controller api"). The file's version is taken only if its canonical content is the
+    stored one (same sha256); otherwise the stored content."""
+    written: dict[tuple[int, str], Any] = {}
+    for file_id, content in files.items():  # the few rule files the versions came from
+        ruleset = parse_rules(yaml.safe_load(content), origin=f"stored rule file {file_id}")
+        for version in ruleset.rules:
+            canonical = version_document(ruleset, version)
+            written[(file_id, version.id)] = (sha256_hex(canonical), version)
+    out = []
+    for row in versions:  # one per stored rule version
+        sha, version = written.get((row.rule_file_id, row.rule_id), ("", None))
+        use = version is not None and sha == row.sha256
+        out.append(json.loads(json.dumps(version.model_dump(mode="json", by_alias=True)))
+                   if use else json.loads(row.content)["rules"][0])  # fmt: skip
+    return out
 
 
 def month_inputs(connection: Connection, period: Period) -> pd.DataFrame:
@@ -119,29 +152,31 @@ def run_month(
     period = Period.month(month)
     started = utcnow()
     with store.engine.connect() as connection:
-        inputs = month_inputs(connection, period)
-    if not (inputs["kind"] == "costs").any():
-        usage = int((inputs["kind"] == "usage").sum())
+        batches = month_inputs(connection, period)
+    if not (batches["kind"] == "costs").any():
+        usage_batches = int((batches["kind"] == "usage").sum())
         raise InputError(
-            f"no costs stored for {month} ({usage} usage batch(es)): run `tenantcost ingest "
-            f"costs --month {month}` first"
+            f"no costs stored for {month} ({usage_batches} usage batch(es)): run `tenantcost "
+            f"ingest costs --month {month}` first"
         )
     rules = stored_rules(store.engine)
     con = connect()
+    costs, usage = stored_costs(store, period), stored_usage(store, period, con)
     result = allocate_stream(
-        stored_costs(store, period), stored_usage(store, period, con), rules.ruleset,
+        costs, usage, rules.ruleset,
         key=key, period=period, detail="period", rules_origin=rules.origin, con=con,
     )  # fmt: skip
     casc = require_closed(cascade(result))
     run_id = str(uuid.uuid4())
     with write_transaction(store.engine, wait) as connection:
-        if not month_inputs(connection, period).equals(inputs):
+        if not month_inputs(connection, period).equals(batches):
             raise InputError(
                 f"new inputs for {month} were ingested while the run was computing; run again"
             )
         run = _run_row(run_id, month, result, casc, rules, started, actor)
         connection.execute(insert(table(Run)), [run])
-        _record_results(connection, run_id, result, casc, inputs)
+        _record_results(connection, run_id, result, casc, batches)
+        record_run_tables(connection, run_id, result, rules)
     return RecordedRun(run_id, result, casc)
 
 
@@ -180,12 +215,13 @@ def _record_results(
     totals = result.client_totals().assign(client=lambda f: f["client"].astype(str))
     if not totals.empty:
         connection.execute(insert(table(RunClient)), _records(totals.assign(run_id=run_id)))
-    lines = client_lines(result)
+    lines = result.lines  # per rule version: the report's pools and change notices need it
     if not lines.empty:
-        lines = lines.astype({"client": str, "source": str, "kind": str, "key": str})
+        lines = lines.astype({"client": str, "source": str, "kind": str, "key": str,
+                              "rule_id": str})  # fmt: skip
         lines = lines.astype(object).where(lines.notna(), None)
         columns = ["client", "source", "kind", "key", "measure", "total_measure", "share",
-                   "amount", "windows"]  # fmt: skip
+                   "amount", "windows", "rule_id"]  # fmt: skip
         connection.execute(insert(table(RunLine)),
                            _records(lines[columns].assign(run_id=run_id)))  # fmt: skip
     figures = _figures(result, casc).assign(run_id=run_id)

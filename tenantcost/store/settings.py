@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,8 @@ class SettingsFile(Strict):
 
     db: str | None = None
     data: str | None = None
+    secret: str | None = None
+    """The service's session secret (``tenantcost serve``; TENANTCOST_SECRET wins)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,8 @@ class StoreSettings:
     db_origin: str
     data_origin: str
     settings_file: Path | None = None
+    secret: str | None = field(default=None, repr=False)
+    """The settings file's ``secret`` (the service reads TENANTCOST_SECRET first)."""
 
     @property
     def sqlite_path(self) -> Path | None:
@@ -154,9 +158,10 @@ def resolve_settings(
     """Flags (the arguments) > environment > settings file > defaults, per value."""
     env = os.environ if environ is None else environ
     settings_file = settings or (Path(env[ENV_SETTINGS]) if env.get(ENV_SETTINGS) else None)
-    file_db = file_data = None
+    file_db = file_data = file_secret = None
     if settings_file is not None:
         parsed = _read_file(settings_file)
+        file_secret = parsed.secret
         file_db, file_data = _relative_to(settings_file.parent, parsed.db, parsed.data)
     db_value, db_origin = _first(
         (db, "--db"), (env.get(ENV_DB), ENV_DB), (file_db, f"{settings_file}: db")
@@ -167,10 +172,11 @@ def resolve_settings(
         (data, "--data"), (env.get(ENV_DATA), ENV_DATA), (file_data, f"{settings_file}: data")
     )
     resolved = StoreSettings(url, data_value, db_origin, data_origin or "--data default",
-                             settings_file)  # fmt: skip
+                             settings_file, file_secret)  # fmt: skip
     if data_value is None and resolved.sqlite_path is not None:
         folder = resolved.sqlite_path.parent / DATA_FOLDER
-        resolved = StoreSettings(url, str(folder), db_origin, "--data default", settings_file)
+        resolved = StoreSettings(url, str(folder), db_origin, "--data default", settings_file,
+                                 file_secret)  # fmt: skip
     return resolved
 
 

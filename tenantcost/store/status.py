@@ -2,16 +2,19 @@
 
 Hours covered are the union of the windows of the committed batches' cells that fall in the
 month (clipped to it), so overlapping, nested or re-ingested windows count once; a month is
-complete when both figures equal the month's hours. ``state`` stays ``open`` and
-``revisions`` 0 until ``close`` exists.
+complete when both figures equal the month's hours (``close`` refuses a month that is not,
+unless ``--allow-incomplete``: :func:`missing_hours`). ``state`` is ``open`` or ``closed``
+(:func:`tenantcost.store.cycle.month_state`), ``revisions`` the latest issued revision (0 when
+the month was never closed).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Connection, Engine, func, select
 
 from tenantcost.store.models import Batch, BatchCell, BatchFile, Run, table
 from tenantcost.windows import Period
@@ -46,7 +49,24 @@ def covered_hours(windows: pd.DataFrame, period: Period) -> float:
     return float(covered / HOUR)
 
 
-def _cell_windows(engine: Engine, kind: str, period: Period) -> pd.DataFrame:
+def uncovered(windows: pd.DataFrame, period: Period) -> pd.DataFrame:
+    """The spans ``start, end`` of ``period`` outside the union of ``windows``, in order."""
+    if windows.empty:
+        return pd.DataFrame({"start": [period.start], "end": [period.end]})
+    spans = pd.DataFrame({
+        "start": windows["window_start"].clip(lower=period.start, upper=period.end),
+        "end": windows["window_end"].clip(lower=period.start, upper=period.end),
+    }).sort_values(["start", "end"])  # fmt: skip
+    reached = spans["end"].cummax().shift(1).fillna(period.start)
+    gaps = pd.DataFrame({"start": reached, "end": spans["start"]})
+    tail = pd.DataFrame({"start": [spans["end"].max()], "end": [period.end]})
+    gaps = pd.concat([gaps, tail], ignore_index=True)
+    return gaps[gaps["end"] > gaps["start"]].reset_index(drop=True)
+
+
+def _cell_windows(bind: Connection | Engine, kind: str, period: Period) -> pd.DataFrame:
+    from tenantcost.store.cycle import connected
+
     b, c = table(Batch).c, table(BatchCell).c
     query = (
         select(c.window_start, c.window_end)
@@ -56,12 +76,53 @@ def _cell_windows(engine: Engine, kind: str, period: Period) -> pd.DataFrame:
         .where(c.window_end > period.start.to_pydatetime())
         .distinct()
     )
-    with engine.connect() as connection:
+    with connected(bind) as connection:
         rows = connection.execute(query).all()
     frame = pd.DataFrame([tuple(r) for r in rows], columns=["window_start", "window_end"])
     for column in frame.columns:
         frame[column] = pd.to_datetime(frame[column], utc=True)
     return frame
+
+
+@dataclass(frozen=True)
+class Missing:
+    """The hours of a month lacking costs or usage: per source, the spans not covered."""
+
+    month: str
+    hours: float
+    gaps: dict[str, pd.DataFrame]
+
+    def hours_lacking(self, kind: str) -> float:
+        spans = self.gaps[kind]
+        return float((spans["end"] - spans["start"]).sum() / HOUR) if not spans.empty else 0.0
+
+    @property
+    def complete(self) -> bool:
+        return all(spans.empty for spans in self.gaps.values())
+
+    def text(self) -> str:
+        """``718 of 720 hours lack costs (from 2026-11-01T00:00:00Z to ...; 2 spans)``."""
+        from tenantcost.timefmt import iso_z
+
+        parts = []
+        for kind, spans in self.gaps.items():
+            if spans.empty:
+                continue
+            first = spans.iloc[0]
+            more = f"; {len(spans)} spans" if len(spans) > 1 else ""
+            parts.append(
+                f"{_hours(self.hours_lacking(kind))} of {_hours(self.hours)} hours lack {kind} "
+                f"(first from {iso_z(first['start'])} to {iso_z(first['end'])}{more})"
+            )
+        return ", ".join(parts)
+
+
+def missing_hours(bind: Connection | Engine, month: str) -> Missing:
+    """Which hours of ``month`` no committed costs, or no committed usage, cover."""
+    period = Period.month(month)
+    gaps = {kind: uncovered(_cell_windows(bind, kind, period), period)
+            for kind in ("costs", "usage")}  # fmt: skip
+    return Missing(month, period.hours, gaps)
 
 
 def _runs(engine: Engine, month: str) -> tuple[int, str | None]:
@@ -80,7 +141,13 @@ def _hours(value: float) -> float | int:
 
 def month_status(engine: Engine, month: str | None = None) -> list[dict[str, Any]]:
     """One object per month (``month`` alone, else every month with stored batches)."""
-    months = [month] if month is not None else stored_months(engine)
+    from tenantcost.store.cycle import issued_revision, month_state, stored_cycle_months
+
+    months = (
+        [month]
+        if month is not None
+        else sorted(set(stored_months(engine)) | set(stored_cycle_months(engine)))
+    )
     out = []
     for name in months:  # one entry per month: a handful of queries each
         period = Period.month(name)
@@ -92,8 +159,8 @@ def month_status(engine: Engine, month: str | None = None) -> list[dict[str, Any
             "usage_hours": _hours(covered_hours(_cell_windows(engine, "usage", period), period)),
             "runs": runs,
             "latest_run": latest,
-            "state": "open",
-            "revisions": 0,
+            "state": str(month_state(engine, name)),
+            "revisions": issued_revision(engine, name),
         })  # fmt: skip
     return out
 

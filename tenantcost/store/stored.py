@@ -9,6 +9,13 @@ Which rows count (see :mod:`tenantcost.store.ingest`): the catalog gives, per ce
 committed ``replace`` batch holding it; a row counts if its batch is that one or a later
 (``sum``) batch, or if no ``replace`` batch holds its cell. Files of uncommitted batches are
 never opened: the list of files comes from the catalog, not from listing the folder.
+
+**Speed.** Only a *contested* cell, one that two or more committed batches hold, needs that
+rule: the rows of every other cell are the rows of its only batch (a batch never holds the
+same window, service and client twice). So the scan is the plain Parquet scan of the files
+(the columns DuckDB reads, nothing per row) for uncontested cells, plus, only when some cell
+is contested, the batch join and the per-client sum over the rows of those cells. A month
+ingested once, or corrected by whole cells, is read as fast as the files themselves.
 """
 
 from __future__ import annotations
@@ -39,7 +46,9 @@ def stored_usage(
     files = _files(store, "usage", period)
     if files.empty:
         return None
-    return StoredUsage(store, files, _live_cells(store.engine, "usage", period), con).within(period)
+    cells = _live_cells(store.engine, "usage", period)
+    contested = _contested_cells(store.engine, "usage", period)
+    return StoredUsage(store, files, cells, contested, con).within(period)
 
 
 def stored_costs(store: Store, period: Period) -> pd.DataFrame:
@@ -81,20 +90,36 @@ class StoredUsage(ParquetUsage):
         store: Store,
         files: pd.DataFrame,
         cells: pd.DataFrame,
+        contested: pd.DataFrame,
         con: duckdb.DuckDBPyConnection,
     ) -> None:
         paths = [store.data.reader_path(p) for p in files["path"]]
         super().__init__(paths, con)  # reads the schema: metrics, types
         self.origin = f"stored usage in {store.data.url}"
+        if contested.empty:
+            return  # every cell has one batch: the files' rows as they are
         n = next(_names)
-        batches, live = f"tc_stored_batches_{n}", f"tc_stored_cells_{n}"
+        batches, live, disputed = (
+            f"tc_stored_{what}_{n}" for what in ("batches", "cells", "contested")
+        )
         con.register(batches, files[["uid", "batch_id"]].drop_duplicates())
         con.register(live, cells)
-        sums = ", ".join(f"sum(CAST(u.{quote(m)} AS DOUBLE)) AS {quote(m)}" for m in self.metrics)
+        con.register(disputed, contested)
+        metrics = [quote(m) for m in self.metrics]
+        columns = ", ".join(["window_start", "window_end", "service", "client", *metrics])
+        sums = ", ".join(f"sum(CAST(u.{m} AS DOUBLE)) AS {m}" for m in metrics)
+        same_cell = (
+            "d.window_start = u.window_start AND d.window_end = u.window_end "
+            "AND d.key = CAST(u.service AS VARCHAR)"
+        )
         self.scan = f"""(
+            SELECT {columns}, filename, file_row_number FROM {self.scan} u
+            WHERE NOT EXISTS (SELECT 1 FROM {disputed} d WHERE {same_cell})
+            UNION ALL BY NAME
             SELECT u.window_start, u.window_end, u.service, u.client, {sums},
                    min(u.filename) AS filename, min(u.file_row_number) AS file_row_number
             FROM (SELECT *, {UID_SQL} AS uid FROM {self.scan}) u
+            SEMI JOIN {disputed} d ON {same_cell}
             JOIN {batches} b ON b.uid = u.uid
             LEFT JOIN {live} c ON c.window_start = u.window_start
                 AND c.window_end = u.window_end AND c.key = CAST(u.service AS VARCHAR)
@@ -122,6 +147,24 @@ def _files(store: Store, kind: str, period: Period) -> pd.DataFrame:
     return pd.DataFrame([tuple(r) for r in rows], columns=["uid", "batch_id", "path"])
 
 
+def _contested_cells(engine: Engine, kind: str, period: Period) -> pd.DataFrame:
+    """The cells of ``period`` that two or more committed batches hold (``window_start,
+    window_end, key``): only their rows need the which-batch-counts rule."""
+    b, c = table(Batch).c, table(BatchCell).c
+    query = (
+        select(c.window_start, c.window_end, c.key)
+        .join_from(table(BatchCell), table(Batch), b.id == c.batch_id)
+        .where(b.kind == kind, b.status == "committed")
+        .where(c.window_start >= period.start.to_pydatetime())
+        .where(c.window_start < period.end.to_pydatetime())
+        .group_by(c.window_start, c.window_end, c.key)
+        .having(func.count(func.distinct(b.id)) > 1)
+    )
+    with engine.connect() as connection:
+        rows = connection.execute(query).all()
+    return _cell_frame(pd.DataFrame([tuple(r) for r in rows], columns=CELL_COLUMNS))
+
+
 def _live_cells(engine: Engine, kind: str, period: Period) -> pd.DataFrame:
     """Per cell of ``period``, the id of the latest committed ``replace`` batch holding it."""
     b, c = table(Batch).c, table(BatchCell).c
@@ -136,9 +179,14 @@ def _live_cells(engine: Engine, kind: str, period: Period) -> pd.DataFrame:
     with engine.connect() as connection:
         rows = connection.execute(query).all()
     frame = pd.DataFrame([tuple(r) for r in rows], columns=[*CELL_COLUMNS, "batch_id"])
+    return _cell_frame(frame).astype({"batch_id": "int64"})
+
+
+def _cell_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """Cells as DuckDB joins them: UTC timestamps and string keys."""
     for column in ("window_start", "window_end"):
         frame[column] = pd.to_datetime(frame[column], utc=True).astype("datetime64[ns, UTC]")
-    return frame.astype({"key": "str", "batch_id": "int64"})
+    return frame.astype({"key": "str"})
 
 
 __all__ = ["StoredUsage", "stored_costs", "stored_usage"]

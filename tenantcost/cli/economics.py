@@ -1,0 +1,345 @@
+"""``tenantcost unit-economics`` and ``tenantcost catalog load``.
+
+``unit-economics``: cost, all-in cost, revenue and margin per plan and client. The command's
+options are declared here, with the shared input options of every allocating command; from
+files, the work runs through the one run sequence (:func:`tenantcost.cli.run.opened`: load
+the inputs, open the engine, allocate, check the cascade); with ``--from-db`` from the
+month's latest recorded run (nothing is allocated again). Then the pure core
+(:mod:`tenantcost.economics`) computes and :mod:`tenantcost.writers.economics` prints or
+writes. ``catalog load`` keeps a catalog in the store (:mod:`tenantcost.store.catalog`).
+Heavy modules are imported inside the commands, so ``tenantcost --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from tenantcost.cli.shell import RunOptions, app, command, run_options, user_errors
+from tenantcost.cli.store import EXIT_LOCKED, DataOpt, DbOpt, SettingsOpt, WaitOpt
+from tenantcost.errors import InputError
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    import duckdb
+    import pandas as pd
+    from sqlalchemy import Connection
+
+    from tenantcost.catalog import Catalog
+    from tenantcost.cli.run import Run
+    from tenantcost.config.rules import RuleSet
+    from tenantcost.economics import GroupBy, Policy
+    from tenantcost.result import AllocationResult
+    from tenantcost.usage_source import UsageSource
+    from tenantcost.windows import Period
+
+FORMATS = ("table", "json", "csv", "html")
+
+catalog_app = typer.Typer(help="The client catalog kept in the store.", no_args_is_help=True)
+app.add_typer(catalog_app, name="catalog")
+
+
+@command("unit-economics")
+@run_options(config_required=False)
+def unit_economics_command(
+    options: RunOptions,
+    catalog: Annotated[
+        Path | None,
+        typer.Option(
+            "--catalog",
+            help="Client catalog, CSV or Parquet: client, name, plan, segment, account_manager, "
+            "monthly_revenue, currency, start, end (all but client optional). With --from-db: "
+            "default the store's catalog.",
+        ),
+    ] = None,
+    by: Annotated[str, typer.Option("--by", help="Group clients by plan (default) or segment.")] = (
+        "plan"
+    ),
+    target_margin: Annotated[
+        str | None,
+        typer.Option(
+            "--target-margin",
+            help="Gross margin the price floors reach, a fraction such as 0.7 (default: "
+            "pricing.target_margin of the rule file, else 0.7).",
+        ),
+    ] = None,
+    as_of: Annotated[
+        str | None,
+        typer.Option(
+            "--as-of",
+            help="ISO 8601 time (default now): a month still in progress at this time is also "
+            "projected to its end at the current run rate.",
+        ),
+    ] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help="table (default), json, csv (one row per client), html.")
+    ] = "table",
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Also write unit_economics.json, unit_economics.html, clients.csv, plans.csv "
+            "(or segments.csv) and unit_costs.csv into this folder.",
+        ),
+    ] = None,
+    from_db: Annotated[
+        bool,
+        typer.Option(
+            "--from-db",
+            help="The month's latest run recorded in the store (`tenantcost run`), its rules and "
+            "the store's catalog; nothing is allocated again. Not with --config or other inputs.",
+        ),
+    ] = False,
+    db: DbOpt = None,
+    data: DataOpt = None,
+    settings: SettingsOpt = None,
+) -> None:
+    """Unit economics of a month: cost, all-in cost, revenue, margin and price floors per plan
+    (or segment) and client; concentration; a projection while the month is in progress."""
+    from tenantcost.cli.run import check_format
+
+    check_format(fmt, FORMATS)
+    choices = Choices(parse_by(by), target_margin, parse_as_of(as_of), fmt)
+    if options.month is None:
+        raise InputError("unit-economics needs --month YYYY-MM (the month to price)")
+    if from_db:
+        unit_economics_from_db(options, catalog, choices, (db, data, settings))
+    else:
+        if catalog is None:
+            raise InputError("give --catalog FILE (or --from-db for the store's catalog)")
+        unit_economics(options, catalog, choices)
+
+
+@dataclass(frozen=True)
+class Choices:
+    """The command's own choices, checked before any input is read."""
+
+    by: GroupBy
+    target_text: str | None
+    as_of: pd.Timestamp
+    fmt: str
+
+
+def unit_economics(options: RunOptions, catalog_path: Path, choices: Choices) -> None:
+    """From files: the one run sequence allocates the month; then compute and print."""
+    from tenantcost.catalog import read_catalog
+    from tenantcost.cli.run import opened
+
+    with opened(options) as run:
+        ruleset = run.inputs.ruleset
+        catalog = read_catalog(catalog_path, ruleset.currency)
+        allocation = run.allocate()
+        assert run.period is not None  # --month was given
+        requests = usage_requests(run.inputs.usage, run.period, run.inputs.con)
+    _finish(options, choices, ruleset, allocation.result, catalog, requests)
+
+
+def unit_economics_from_db(
+    options: RunOptions,
+    catalog_path: Path | None,
+    choices: Choices,
+    where: tuple[str | None, str | None, Path | None],
+) -> None:
+    """From the store: the month's latest recorded run (its allocation and rules, as
+    recorded), the store's catalog (or ``--catalog``), requests from the stored usage."""
+    from tenantcost.catalog import read_catalog
+    from tenantcost.split import connect
+    from tenantcost.store.catalog import stored_catalog
+    from tenantcost.store.data import DataDir, Store
+    from tenantcost.store.report_figures import load_run_figures
+    from tenantcost.store.schema import current_store
+    from tenantcost.store.settings import resolve_settings
+    from tenantcost.store.stored import stored_usage
+    from tenantcost.windows import Period
+
+    inputs = {"--config": options.config, "--costs": options.costs, "--usage": options.usage,
+              "--opencost-url": options.opencost_url}  # fmt: skip
+    given = [option for option, value in inputs.items() if value]
+    if given:
+        raise InputError(f"--from-db reads the stored run: leave out {', '.join(given)}")
+    assert options.month is not None
+    period = Period.month(options.month)
+    resolved = resolve_settings(*where)
+    with current_store(resolved) as engine:
+        with engine.connect() as connection:
+            figures = load_run_figures(connection, latest_run(connection, options.month))
+        currency = figures.result.currency
+        catalog = read_catalog(catalog_path, currency) if catalog_path else stored_catalog(engine)
+        con = connect()
+        usage = stored_usage(Store(engine, DataDir(resolved.require_data())), period, con)
+        requests = usage_requests(usage, period, con)
+    _finish(options, choices, figures.ruleset, figures.result, catalog, requests)
+
+
+def latest_run(connection: Connection, month: str) -> str:
+    """The id of ``month``'s latest recorded run, or one ``error:`` line."""
+    from sqlalchemy import select
+
+    from tenantcost.store.models import Run, table
+
+    r = table(Run).c
+    run_id = connection.execute(
+        select(r.id).where(r.month == month).order_by(r.started_at.desc()).limit(1)
+    ).scalar()
+    if run_id is None:
+        raise InputError(f"{month} has no run in the store: `tenantcost run --month {month}` first")
+    return str(run_id)
+
+
+def _finish(
+    options: RunOptions,
+    choices: Choices,
+    ruleset: RuleSet,
+    result: AllocationResult,
+    catalog: Catalog,
+    requests: pd.DataFrame | None,
+) -> None:
+    """Compute, project, print; write the files with ``--out``."""
+    from tenantcost.economics import compute, month_costs, project
+    from tenantcost.windows import Period
+    from tenantcost.writers import economics as writer
+
+    assert options.month is not None
+    costs = month_costs(result, Period.month(options.month), requests)
+    policy = pricing_policy(ruleset, choices.target_text, choices.by)
+    economics = compute(costs, catalog.frame, policy)
+    economics.projection = project(economics, choices.as_of)
+    writer.warn_partial(economics)
+    typer.echo(writer.render(economics, choices.fmt), nl=choices.fmt == "table")
+    if options.out is not None:
+        written = writer.write_files(economics, options.out)
+        typer.echo(f"wrote {len(written)} files to {options.out}", err=True)
+
+
+@catalog_app.command("load")
+@user_errors
+def catalog_load_command(
+    path: Annotated[Path, typer.Argument(help="The catalog file, CSV or Parquet.", metavar="FILE")],
+    db: DbOpt = None,
+    data: DataOpt = None,
+    settings: SettingsOpt = None,
+    wait: WaitOpt = 0.0,
+) -> None:
+    """Keep a client catalog in the store (checked as unit-economics checks it); the latest
+    load is the store's catalog."""
+    from tenantcost.store.actor import os_actor
+    from tenantcost.store.catalog import load_catalog
+    from tenantcost.store.lock import StoreLocked, write_transaction
+    from tenantcost.store.schema import current_store
+    from tenantcost.store.settings import resolve_settings
+
+    resolved = resolve_settings(db, data, settings)
+    try:
+        with current_store(resolved) as engine, write_transaction(engine, wait) as connection:
+            loaded = load_catalog(connection, path, os_actor())
+    except StoreLocked as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_LOCKED) from None
+    if loaded.already_loaded:
+        typer.echo(f"{path}: already the store's catalog (sha256 {loaded.sha256[:12]})")
+        return
+    typer.echo(
+        f"{path}: stored as the store's catalog, {loaded.clients} clients "
+        f"(load {loaded.load_id}, sha256 {loaded.sha256[:12]})"
+    )
+
+
+def parse_by(text: str) -> GroupBy:
+    from tenantcost.economics import GroupBy
+
+    try:
+        return GroupBy(text)
+    except ValueError:
+        raise InputError(f"--by: expected plan or segment, got '{text}'") from None
+
+
+def parse_as_of(text: str | None) -> pd.Timestamp:
+    """``--as-of`` (naive = UTC), default now."""
+    import pandas as pd
+
+    from tenantcost.windows import parse_utc
+
+    if text is None:
+        return pd.Timestamp.now(tz="UTC")
+    at = parse_utc(text, "--as-of")
+    if pd.isna(at):
+        raise InputError(f"--as-of: not an ISO 8601 time: '{text}'")
+    return pd.Timestamp(at)
+
+
+def pricing_policy(ruleset: RuleSet, target_text: str | None, by: GroupBy) -> Policy:
+    """The rule file's ``pricing:`` with ``--target-margin`` over its ``target_margin``."""
+    from decimal import Decimal, InvalidOperation
+    from fractions import Fraction
+
+    from tenantcost.economics import Policy
+
+    pricing = ruleset.pricing
+    target = Fraction(pricing.target_margin)
+    if target_text is not None:
+        try:
+            value = Decimal(target_text.strip())
+        except InvalidOperation:
+            value = Decimal("NaN")
+        if not value.is_finite() or not Decimal(0) <= value < Decimal(1):
+            raise InputError(
+                f"--target-margin: expected a fraction from 0 up to (not including) 1 such as "
+                f"0.7, got '{target_text}'"
+            )
+        target = Fraction(value)
+    floor = Fraction(pricing.margin_floor) if pricing.margin_floor is not None else None
+    return Policy(residual=pricing.residual, target_margin=target, margin_floor=floor, by=by)
+
+
+def usage_requests(
+    usage: UsageSource | None, period: Period, con: duckdb.DuckDBPyConnection
+) -> pd.DataFrame | None:
+    """Each client's requests over every service in ``period`` (one aggregate query over the
+    usage source the allocation read); None when the usage has no ``requests`` column."""
+    from tenantcost.economics import REQUESTS
+    from tenantcost.usage_source import timestamp_literal
+
+    if usage is None or REQUESTS not in usage.metrics:
+        return None
+    relation = usage.within(period).relation(con)
+    return con.execute(
+        f'SELECT CAST(client AS VARCHAR) AS client, SUM("{REQUESTS}")::DOUBLE AS {REQUESTS} '
+        f"FROM ({relation}) WHERE client IS NOT NULL AND CAST(client AS VARCHAR) <> '' "
+        f"AND window_start >= {timestamp_literal(period.start)} "
+        f"AND window_start < {timestamp_literal(period.end)} GROUP BY 1 ORDER BY 1"
+    ).df()
+
+
+def finance_page(
+    run: Run,
+    result: AllocationResult,
+    catalog_path: Path,
+    templates: Path | None,
+    as_of: datetime | None,
+) -> str:
+    """``report --catalog``: the unit-economics page of the pack's month, from the pack's own
+    allocation (nothing is allocated twice). Clients are named side by side on it, so it is
+    a finance page: the client sheets never show it."""
+    import pandas as pd
+
+    from tenantcost.catalog import read_catalog
+    from tenantcost.economics import GroupBy, compute, month_costs, project
+    from tenantcost.windows import Period
+    from tenantcost.writers.economics_html import render_page
+
+    period = run.period
+    if period is None or period != Period.month(f"{period.start:%Y-%m}"):
+        raise InputError("report --catalog needs --month YYYY-MM (unit economics are monthly)")
+    ruleset = run.inputs.ruleset
+    catalog = read_catalog(catalog_path, ruleset.currency)
+    policy = pricing_policy(ruleset, None, GroupBy.PLAN)
+    requests = usage_requests(run.inputs.usage, period, run.inputs.con)
+    economics = compute(month_costs(result, period, requests), catalog.frame, policy)
+    at = pd.Timestamp.now(tz="UTC") if as_of is None else pd.Timestamp(as_of)
+    at = at.tz_localize("UTC") if at.tzinfo is None else at.tz_convert("UTC")
+    economics.projection = project(economics, max(at, period.start))
+    return render_page(economics, templates)

@@ -1,0 +1,107 @@
+"""``report --from-db``: a month's statement rendered from the store, as it was issued.
+
+The pack comes from :func:`tenantcost.store.stored_run.load_statement` (the run's recorded
+figures, no allocation) and is written by the same writer as ``report`` on files, so both
+give the same pages for the same figures. The inputs of a file report (``--config``,
+``--costs``, ``--usage``, ``--from``/``--to``, the OpenCost API) are refused with
+``--from-db``: the store's run already names its inputs. Imported only when the command runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import typer
+
+from tenantcost.cli.shell import RunOptions
+from tenantcost.errors import InputError
+
+
+@dataclass(frozen=True)
+class FromDb:
+    """The store options of ``report``: which run to render and where the store is."""
+
+    from_db: bool
+    revision: int | None
+    run_id: str | None
+    draft: bool
+    db: str | None
+    data: str | None
+    settings: Path | None
+    catalog: Path | None = None
+
+
+def _check(options: RunOptions, which: FromDb) -> str:
+    """The month, once the options make sense together; else one ``error:`` line."""
+    if not which.from_db:
+        given = [name for name, value in (("--revision", which.revision), ("--run", which.run_id),
+                 ("--draft", which.draft or None), ("--db", which.db), ("--data", which.data),
+                 ("--settings", which.settings)) if value is not None]  # fmt: skip
+        raise InputError(f"{given[0]} goes with --from-db (the report from the store)")
+    files = [name for name, value in (("--config", options.config), ("--costs", options.costs),
+             ("--usage", options.usage), ("--from", options.start), ("--to", options.end),
+             ("--opencost-url", options.opencost_url), ("--step", options.step))
+             if value]  # fmt: skip
+    if files:
+        raise InputError(
+            f"{files[0]}: --from-db renders the stored run of --month with its recorded inputs "
+            "and rules; leave out the input options"
+        )
+    if which.catalog is not None:
+        raise InputError(
+            "--catalog: the unit-economics page is not rendered from the store; use "
+            "`tenantcost unit-economics --month M --from-db`"
+        )
+    if not options.month:
+        raise InputError("--from-db needs --month YYYY-MM (the month to render)")
+    return options.month
+
+
+def report_from_db(
+    options: RunOptions,
+    which: FromDb,
+    clients: list[str] | None,
+    fmt: str,
+    templates: Path | None,
+    decimals: int | None,
+    generated_at: str | None,
+    jobs: int | None,
+) -> None:
+    """Render the month's issued (or draft) statement from the store into ``--out``."""
+    from tenantcost.cli.run import parse_generated_at
+    from tenantcost.report import parse_formats, write_pack
+    from tenantcost.store.data import DataDir
+    from tenantcost.store.schema import current_store
+    from tenantcost.store.settings import resolve_settings
+    from tenantcost.store.stored_run import load_statement
+    from tenantcost.windows import Period
+
+    month = _check(options, which)
+    Period.month(month)  # a bad month is one line
+    formats = parse_formats(fmt)
+    at = parse_generated_at(generated_at)
+    out = options.out
+    assert out is not None  # --out is required by the command
+    resolved = resolve_settings(which.db, which.data, which.settings)
+    with current_store(resolved) as engine:
+        statement = load_statement(
+            engine, month, revision=which.revision, run_id=which.run_id, draft=which.draft,
+            clients=clients, places=decimals, generated_at=at,
+            data=DataDir(resolved.data) if resolved.data else None,
+        )  # fmt: skip
+    pack, chosen = statement.pack, statement.chosen
+    written = write_pack(pack, out, formats, templates=templates, jobs=jobs)
+    what = (
+        f"revision {chosen.revision}"
+        if chosen.revision is not None
+        else f"draft of run {chosen.run_id}"
+    )
+    typer.echo(
+        f"wrote {len(written)} files for {len(pack.clients)} client(s) of {month} ({what}) "
+        f"to {out} (open {out / 'index.html'})",
+        err=True,
+    )
+
+
+__all__ = ["FromDb", "report_from_db"]

@@ -1,0 +1,200 @@
+"""What a sheet rendered from the store says about the statement it is.
+
+Revision 1 of a month is the statement as first issued: its sheet is the sheet ``report``
+renders from the files, nothing added. A later revision replaces an issued one after the
+month was reopened and corrected; a client comparing it with the one it already holds must
+read, on the sheet itself, that it is a restatement, why (the reopen's reason), its amount
+before and now, and the difference. A draft (a run not issued) says so, so it is never sent
+as a statement by mistake. The reason is free text typed by a person: it passes the sheet's
+redactor like every other text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from tenantcost.report.display import format_amount
+
+
+class StatementKind(StrEnum):
+    """Why a sheet carries a statement block."""
+
+    ISSUED = "issued"
+    """Revision 1, issued for an incomplete month (``close --allow-incomplete``)."""
+    RESTATED = "restated"
+    """An issued revision after the first: it replaces the previous revision."""
+    DRAFT = "draft"
+    """A run's figures that no close issued (``report --from-db --draft`` or ``--run``)."""
+
+
+@dataclass(frozen=True)
+class ClientRestatement:
+    """A client's amounts at the previous revision and at this one (micro-units)."""
+
+    previous: int | None
+    """``None`` for a client new in this revision."""
+    amount: int
+    difference: int
+
+
+@dataclass(frozen=True)
+class StatementNote:
+    """The pack-wide facts of a draft or restated revision (per-client amounts included)."""
+
+    kind: StatementKind
+    month: str
+    run_id: str
+    revision: int
+    """The revision rendered (restated), or the latest issued one (draft; 0 if none)."""
+    reason: str = ""
+    issued_at: str = ""
+    incomplete: str = ""
+    """What the month lacked when this revision was issued (``close --allow-incomplete``)."""
+    clients: dict[str, ClientRestatement] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StatementRow:
+    label: str
+    value: str
+
+
+@dataclass(frozen=True)
+class StatementView:
+    """The block a sheet shows above its lines (empty for revision 1 and the file sheets)."""
+
+    kind: str
+    title: str
+    text: str
+    rows: list[StatementRow]
+
+
+def _signed(amount: int, places: int) -> str:
+    text = format_amount(amount, places)
+    return f"+{text}" if amount > 0 else text
+
+
+def _incomplete(note: StatementNote) -> str:
+    if not note.incomplete:
+        return ""
+    return (
+        f" It was issued for an incomplete month ({note.incomplete}): its figures cover only "
+        "the hours with data."
+    )
+
+
+def _draft(note: StatementNote) -> StatementView:
+    issued = (
+        f"the latest issued statement of {note.month} is revision {note.revision}"
+        if note.revision
+        else f"{note.month} has no issued statement yet"
+    )
+    return StatementView(
+        kind=str(note.kind),
+        title="Draft: not an issued statement",
+        text=(
+            f"These figures are those of run {note.run_id}, which no close issued; {issued}. "
+            "Do not send this sheet as a statement."
+        ),
+        rows=[],
+    )
+
+
+def statement_view(
+    note: StatementNote | None, client: str, places: int, redact: Callable[[str], str]
+) -> StatementView | None:
+    """The sheet's statement block for ``client``, or ``None`` (a complete revision 1, file
+    sheets)."""
+    if note is None:
+        return None
+    if note.kind == StatementKind.DRAFT:
+        return _draft(note)
+    if note.kind == StatementKind.ISSUED:
+        return StatementView(
+            kind=str(note.kind),
+            title=f"Issued for an incomplete month: revision {note.revision} of {note.month}",
+            text=redact(
+                f"Revision {note.revision} was issued at {note.issued_at}." + _incomplete(note)
+            ),
+            rows=[],
+        )
+    mine = note.clients.get(client)
+    rows = []
+    change = "Your amount is unchanged."
+    if mine is not None:
+        before = (
+            format_amount(mine.previous, places) if mine.previous is not None else "none issued"
+        )
+        rows = [
+            StatementRow(f"Revision {note.revision - 1} (as issued before)", before),
+            StatementRow(
+                f"Revision {note.revision} (this statement)", format_amount(mine.amount, places)
+            ),
+            StatementRow("Difference", _signed(mine.difference, places)),
+        ]
+        if mine.difference:
+            change = f"Your amount changed by {_signed(mine.difference, places)}."
+    return StatementView(
+        kind=str(note.kind),
+        title=f"Restated statement: revision {note.revision} of {note.month}",
+        text=redact(
+            f"This statement replaces revision {note.revision - 1}, which stays on record as "
+            f"issued. The month was reopened for this reason: {note.reason or '(none given)'}. "
+            f"Revision {note.revision} was issued at {note.issued_at}. {change}" + _incomplete(note)
+        ),
+        rows=rows,
+    )
+
+
+@dataclass(frozen=True)
+class SummaryStatement:
+    """The finance summary's statement block: every client's amounts at the previous and at
+    this revision (finance sees every client; the reason is not redacted here)."""
+
+    kind: str
+    title: str
+    text: str
+    columns: list[str]
+    rows: list[tuple[str, list[str]]]
+
+
+def summary_statement(note: StatementNote | None, places: int) -> SummaryStatement | None:
+    """The summary's block for a draft, an incomplete or a restated revision, else ``None``."""
+    if note is None:
+        return None
+    view = statement_view(note, "", places, lambda text: text)
+    assert view is not None
+    if note.kind != StatementKind.RESTATED:
+        return SummaryStatement(view.kind, view.title, view.text, [], [])
+    text = (
+        f"This statement replaces revision {note.revision - 1}, which stays on record as "
+        f"issued. The month was reopened for this reason: {note.reason or '(none given)'}. "
+        f"Revision {note.revision} was issued at {note.issued_at}." + _incomplete(note)
+    )
+    columns = [f"Revision {note.revision - 1}", f"Revision {note.revision}", "Difference"]
+    rows = [
+        (
+            client,
+            [
+                format_amount(c.previous, places) if c.previous is not None else "none issued",
+                format_amount(c.amount, places),
+                _signed(c.difference, places),
+            ],
+        )
+        for client, c in note.clients.items()
+    ]  # fmt: skip  (the summary lists every client anyway)
+    return SummaryStatement(view.kind, view.title, text, columns, rows)
+
+
+__all__ = [
+    "ClientRestatement",
+    "StatementKind",
+    "StatementNote",
+    "StatementRow",
+    "StatementView",
+    "SummaryStatement",
+    "statement_view",
+    "summary_statement",
+]

@@ -1,0 +1,366 @@
+"""The JSON API under ``/api/v1`` (usage ingest: :mod:`tenantcost.service.usage`), and the
+health probes.
+
+Routes are thin: each names its :class:`~tenantcost.service.permissions.Action` through a
+dependency (:func:`~tenantcost.service.auth.require`,
+:func:`~tenantcost.service.auth.client_access`),
+reads through :mod:`tenantcost.service.figures` (which filters by principal) and maps the
+store's refusals to HTTP: a bad value 422, a closed / not-closed / incomplete month 409, the
+store locked past the wait 503. Handlers are plain ``def``: the store is synchronous, so
+FastAPI runs them in its thread pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, Field
+
+from tenantcost.errors import InputError
+from tenantcost.service import figures
+from tenantcost.service.auth import (
+    ClientAccess,
+    ClientAccessDep,
+    MayClose,
+    MayListClients,
+    MayListMonths,
+    MayManageTokens,
+    MayReopen,
+    MayViewCluster,
+    not_found,
+)
+
+MONTH_PATTERN = r"^\d{4}-(0[1-9]|1[0-2])$"
+Month = Annotated[str, Path(pattern=MONTH_PATTERN, description="A month, YYYY-MM (UTC).")]
+
+health = APIRouter(tags=["health"])
+router = APIRouter(prefix="/api/v1")
+
+
+class StoreBusy(HTTPException):
+    """The store stayed locked by another writer past the service's wait."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(503, message, headers={"Retry-After": "5"})
+
+
+@contextmanager
+def store_refusals() -> Iterator[None]:
+    """The store's refusals as HTTP answers (one line each, like the CLI's)."""
+    from tenantcost.store.cycle import IncompleteMonth, MonthClosed, MonthNotClosed
+    from tenantcost.store.lock import StoreLocked
+
+    try:
+        yield
+    except (MonthClosed, MonthNotClosed, IncompleteMonth) as exc:
+        raise HTTPException(409, exc.one_line()) from None
+    except InputError as exc:
+        raise HTTPException(422, exc.one_line()) from None
+    except StoreLocked as exc:
+        raise StoreBusy(str(exc)) from None
+
+
+@health.get("/healthz", summary="The process is up")
+def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@health.get("/readyz", summary="The database is reachable and its schema current")
+def readyz(request: Request) -> JSONResponse:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from tenantcost.store.schema import current_revision, head_revision
+
+    expected = head_revision()
+    try:
+        revision = current_revision(request.app.state.engine)
+    except SQLAlchemyError as exc:
+        detail = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        return JSONResponse({"status": "unavailable", "detail": f"database: {detail}"}, 503)
+    if revision != expected:
+        return JSONResponse(
+            {
+                "status": "unavailable",
+                "schema": revision,
+                "expected": expected,
+                "detail": "run `tenantcost db upgrade`",
+            },
+            503,
+        )
+    return JSONResponse({"status": "ready", "schema": revision})
+
+
+@router.get("/months", tags=["months"], summary="Months: coverage, runs, state, revisions")
+def list_months(request: Request, principal: MayListMonths) -> list[dict[str, Any]]:
+    return figures.months_document(request.app.state.engine, principal)
+
+
+@router.get("/clients", tags=["clients"], summary="Search clients (paginated)")
+def list_clients(
+    request: Request,
+    principal: MayListClients,
+    q: Annotated[str, Query(max_length=200, description="Part of the id, any case.")] = "",
+    page: Annotated[int, Query(ge=1)] = 1,
+    per_page: Annotated[int, Query(ge=1, le=figures.MAX_PER_PAGE)] = figures.DEFAULT_PER_PAGE,
+) -> dict[str, Any]:
+    return figures.search_clients(request.app.state.engine, principal, q.strip(), page, per_page)
+
+
+@router.get("/clients/{client_id}", tags=["clients"], summary="A client's months")
+def get_client(request: Request, access: ClientAccessDep) -> dict[str, Any]:
+    doc = figures.client_document(request.app.state.engine, access.principal, access.client)
+    if doc is None:
+        raise not_found()
+    return doc
+
+
+@router.get(
+    "/clients/{client_id}/months/{month}",
+    tags=["clients"],
+    summary="A client's month: amount, lines, rule, revision, status",
+)
+def get_client_month(request: Request, month: Month, access: ClientAccessDep) -> dict[str, Any]:
+    engine = request.app.state.engine
+    doc = figures.client_month(engine, access.principal, access.client, month)
+    if doc is None:
+        raise not_found()
+    source = figures.month_source(engine, access.principal, month)
+    if source is not None:
+        from tenantcost.service.sheets import client_confidence
+
+        store = request.app.state.store
+        data = store.data if store is not None else None
+        doc["confidence"] = client_confidence(engine, source, access.client, data)
+    return doc
+
+
+@router.get(
+    "/clients/{client_id}/history",
+    tags=["clients"],
+    summary="Issued revisions of a client's statements (like `tenantcost history`)",
+)
+def get_client_history(request: Request, access: ClientAccessDep) -> list[dict[str, Any]]:
+    from tenantcost.store.history import history, history_document
+
+    engine = request.app.state.engine
+    entries = history_document(history(engine, client=access.client))
+    if not entries and not figures.client_months(engine, access.principal, access.client):
+        raise not_found()
+    return entries
+
+
+def _sheet(request: Request, month: str, access: ClientAccess, fmt: str) -> Response:
+    from tenantcost.service.sheets import render_sheet
+
+    engine = request.app.state.engine
+    source = figures.month_source(engine, access.principal, month)
+    if (
+        source is None
+        or figures.client_month(engine, access.principal, access.client, month, with_lines=False)
+        is None
+    ):
+        raise not_found()
+    with store_refusals():
+        store = request.app.state.store
+        data = store.data if store is not None else None
+        return render_sheet(engine, source, access.client, fmt, data)
+
+
+@router.get(
+    "/clients/{client_id}/months/{month}/sheet.html",
+    tags=["sheets"],
+    response_class=Response,
+    summary="The client's cost sheet, HTML",
+)
+def sheet_html(request: Request, month: Month, access: ClientAccessDep) -> Response:
+    return _sheet(request, month, access, "html")
+
+
+@router.get(
+    "/clients/{client_id}/months/{month}/sheet.pdf",
+    tags=["sheets"],
+    response_class=Response,
+    summary="The client's cost sheet, PDF",
+)
+def sheet_pdf(request: Request, month: Month, access: ClientAccessDep) -> Response:
+    return _sheet(request, month, access, "pdf")
+
+
+@router.get(
+    "/clients/{client_id}/months/{month}/sheet.md",
+    tags=["sheets"],
+    response_class=Response,
+    summary="The client's cost sheet, Markdown",
+)
+def sheet_md(request: Request, month: Month, access: ClientAccessDep) -> Response:
+    return _sheet(request, month, access, "md")
+
+
+@router.get(
+    "/months/{month}/reconciliation",
+    tags=["months"],
+    summary="The month's cascade: reference total to clients, to the micro-unit",
+)
+def get_reconciliation(request: Request, month: Month, principal: MayViewCluster) -> dict[str, Any]:
+    doc = figures.reconciliation_document(request.app.state.engine, principal, month)
+    if doc is None:
+        raise HTTPException(404, f"no run of {month}: run `tenantcost run --month {month}`")
+    return doc
+
+
+@router.get(
+    "/months/{month}/compare",
+    tags=["months"],
+    summary="Every client's amount under other keys (current stored inputs)",
+)
+def get_compare(
+    request: Request,
+    month: Month,
+    keys: Annotated[str, Query(description="Comma-separated keys, e.g. requests,cpu")],
+    principal: MayViewCluster,
+) -> dict[str, Any]:
+    from tenantcost.service.compare import compare_month
+
+    wanted = [k.strip() for k in keys.split(",") if k.strip()]
+    if not wanted:
+        raise HTTPException(422, "keys: name at least one key, e.g. ?keys=requests,cpu")
+    with store_refusals():
+        return compare_month(_store(request), month, wanted)
+
+
+class CloseRequest(BaseModel):
+    allow_incomplete: bool = Field(
+        default=False, description="Close even if hours lack costs or usage (said on sheets)."
+    )
+
+
+class ReopenRequest(BaseModel):
+    reason: str = Field(min_length=1, max_length=2000, description="Why (goes on revision N+1).")
+
+
+def _store(request: Request) -> Any:
+    store = request.app.state.store
+    if store is None:
+        raise HTTPException(503, "the service has no data directory: start it with --data DIR")
+    return store
+
+
+@router.post("/months/{month}/close", tags=["months"], summary="Issue the next revision")
+def post_close(
+    request: Request,
+    month: Month,
+    principal: MayClose,
+    body: CloseRequest | None = None,
+) -> dict[str, Any]:
+    from tenantcost.store.cycle import close_month
+
+    settings = request.app.state.settings
+    with store_refusals():
+        closed = close_month(
+            _store(request),
+            month,
+            actor=principal.actor,
+            allow_incomplete=bool(body and body.allow_incomplete),
+            wait=settings.ingest_wait,
+        )
+    return {
+        "month": closed.month,
+        "revision": closed.revision,
+        "run_id": closed.run_id,
+        "reused_run": closed.reused_run,
+        "incomplete": closed.incomplete,
+        "detail": closed.detail,
+        "reason": closed.reason,
+        "issued_at": figures.iso(closed.issued_at),
+        "statements": len(closed.statements),
+    }
+
+
+@router.post("/months/{month}/reopen", tags=["months"], summary="Unlock a closed month")
+def post_reopen(
+    request: Request,
+    month: Month,
+    body: ReopenRequest,
+    principal: MayReopen,
+) -> dict[str, Any]:
+    from tenantcost.store.cycle import reopen_month
+
+    settings = request.app.state.settings
+    with store_refusals():
+        done = reopen_month(
+            request.app.state.engine,
+            month,
+            reason=body.reason,
+            actor=principal.actor,
+            wait=settings.ingest_wait,
+        )
+    return {
+        "month": done.month,
+        "revision": done.revision,
+        "reason": done.reason,
+        "at": figures.iso(done.at),
+        "actor": done.actor,
+    }
+
+
+class TokenRequest(BaseModel):
+    role: str = Field(description="admin, finance, account-manager or ingest")
+    clients: list[str] = Field(default_factory=list, description="account-manager only")
+    name: str | None = None
+    expires: str | None = Field(default=None, description="e.g. 90d, 12h, 2w")
+
+
+@router.get("/tokens", tags=["tokens"], summary="Every token (never the secret)")
+def get_tokens(request: Request, _principal: MayManageTokens) -> list[dict[str, Any]]:
+    from tenantcost.service.tokens import list_tokens
+
+    return [t.document() for t in list_tokens(request.app.state.engine)]
+
+
+@router.post(
+    "/tokens",
+    tags=["tokens"],
+    status_code=201,
+    summary="Create a token; its secret is in this answer only",
+)
+def post_token(
+    request: Request,
+    body: TokenRequest,
+    principal: MayManageTokens,
+) -> dict[str, Any]:
+    from tenantcost.service.tokens import create_token, parse_duration
+
+    settings = request.app.state.settings
+    with store_refusals():
+        expires = parse_duration(body.expires) if body.expires else None
+        secret, info = create_token(
+            request.app.state.engine,
+            body.role,
+            clients=body.clients,
+            name=body.name,
+            expires=expires,
+            actor=principal.actor,
+            wait=settings.ingest_wait,
+        )
+    return {"token": secret, **info.document()}
+
+
+@router.delete("/tokens/{name}", tags=["tokens"], summary="Revoke a token now")
+def delete_token(request: Request, name: str, principal: MayManageTokens) -> dict[str, Any]:
+    from tenantcost.service.tokens import revoke_token
+
+    settings = request.app.state.settings
+    try:
+        with store_refusals():
+            info = revoke_token(
+                request.app.state.engine, name, actor=principal.actor, wait=settings.ingest_wait
+            )
+    except HTTPException as exc:
+        if exc.status_code == 422:
+            raise HTTPException(404, str(exc.detail)) from None
+        raise
+    return info.document()

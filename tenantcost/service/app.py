@@ -1,0 +1,97 @@
+"""The ASGI application: :func:`create_app` wires the API, the pages and the access rules.
+
+``tenantcost serve`` runs :func:`app_from_environment` through uvicorn as an *app factory*
+(an import string), so each worker process (``--workers N``) builds its own application and
+database engine from the same exported settings.
+
+The HTML pages (``tenantcost.service.pages``) plug in through their module's
+``install(app, settings)``: it includes its router, mounts its static files, adds the session
+middleware, registers the session lookup (:func:`tenantcost.service.auth.set_session_lookup`)
+and, optionally, the page renderer of denials (``app.state.render_denied``). Without that
+module the application is the API alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+from tenantcost import __version__
+from tenantcost.service.auth import Denied, denied_response
+from tenantcost.service.config import ServiceSettings, settings_from_environment
+from tenantcost.service.problems import Problem, problem_response
+
+API_PREFIX = "/api/"
+
+RenderDenied = Callable[[Request, Denied], Response]
+"""How the pages answer a denial (HTML 404 page, a redirect to the login form...)."""
+
+
+def create_app(settings: ServiceSettings) -> FastAPI:
+    """The service over the store ``settings`` names (its schema must be current)."""
+    from tenantcost.service import api, usage
+    from tenantcost.store.data import DataDir, Store
+    from tenantcost.store.engine import open_engine
+
+    engine = open_engine(settings.store)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        engine.dispose()
+
+    app = FastAPI(
+        title="tenantcost",
+        version=__version__,
+        description="Per-client Kubernetes costs from the tenantcost store: usage ingest, "
+        "monthly figures and statements, close and reopen. Amounts are integers in the "
+        "stated minor unit (micro-units, like `allocate --format json`).",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.store = Store(engine, DataDir(settings.store.data)) if settings.store.data else None
+    app.state.session_lookup = None
+    app.state.render_denied = None
+    app.add_exception_handler(Denied, _on_denied)
+    app.add_exception_handler(Problem, problem_response)
+    app.include_router(api.health)
+    app.include_router(usage.router)
+    app.include_router(api.router)
+    _install_pages(app, settings)
+    return app
+
+
+async def _on_denied(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, Denied)
+    render: RenderDenied | None = request.app.state.render_denied
+    if render is not None and not request.url.path.startswith(API_PREFIX):
+        return render(request, exc)
+    return denied_response(exc)
+
+
+def _install_pages(app: FastAPI, settings: ServiceSettings) -> None:
+    """The HTML pages, when the module exists (it is another part of the service)."""
+    try:
+        from tenantcost.service import pages
+    except ModuleNotFoundError as exc:
+        if exc.name != "tenantcost.service.pages":
+            raise
+        return
+    install: Any = getattr(pages, "install", None)
+    if install is not None:
+        install(app, settings)
+
+
+def app_from_environment() -> FastAPI:
+    """The uvicorn factory ``tenantcost.service.app:app_from_environment`` (workers)."""
+    return create_app(settings_from_environment())
+
+
+def json_error(status: int, detail: str, **extra: Any) -> JSONResponse:
+    """A JSON error body like FastAPI's own (``{"detail": ...}``) with extra fields."""
+    return JSONResponse({"detail": detail, **extra}, status_code=status)

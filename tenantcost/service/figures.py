@@ -1,0 +1,345 @@
+"""What the service shows, as plain data: the JSON API and the HTML pages both read here.
+
+Every function takes the principal and returns only what it may see, so a page and its API
+twin cannot disagree about access: account managers get issued revisions only (never a draft
+run) and their own clients only (filtered in SQL); finance and admin also get the latest
+run of an open month, marked ``draft``. Amounts are integers in micro-units, like
+``allocate --format json``.
+
+Which figure a client's month shows (:func:`month_source`):
+
+* the month's latest run when the viewer sees drafts, the month is open (never closed, or
+  reopened) and that run is not the one issued last: status ``draft``;
+* else the latest issued revision: ``issued`` at revision 1, ``restated`` after a reopen.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import Engine, Select, exists, func, select, union
+from sqlalchemy.engine import Connection
+
+from tenantcost.service.permissions import Principal, client_scope, sees_drafts
+from tenantcost.store.models import (
+    MonthEvent,
+    Run,
+    RunClient,
+    RunFigure,
+    RunLine,
+    Statement,
+    table,
+)
+from tenantcost.timefmt import iso_z
+
+MAX_PER_PAGE = 500
+DEFAULT_PER_PAGE = 50
+
+
+class FigureStatus(StrEnum):
+    """A client's month as shown: a draft run, or an issued (restated) revision."""
+
+    DRAFT = "draft"
+    ISSUED = "issued"
+    RESTATED = "restated"
+
+
+@dataclass(frozen=True)
+class MonthSource:
+    """The run whose figures a viewer sees for a month, and what it is."""
+
+    month: str
+    run_id: str
+    status: FigureStatus
+    revision: int | None
+    """The issued revision shown (None for a draft)."""
+    state: str
+    """The month's state: ``open`` or ``closed``."""
+    issued_at: datetime | None = None
+    issued_by: str | None = None
+    reason: str | None = None
+
+
+def iso(value: datetime | None) -> str | None:
+    return None if value is None else iso_z(value)
+
+
+def latest_run(bind: Connection | Engine, month: str) -> Any:
+    """The month's latest run row (or None)."""
+    from tenantcost.store.cycle import connected
+
+    r = table(Run).c
+    query = select(table(Run)).where(r.month == month).order_by(r.started_at.desc()).limit(1)
+    with connected(bind) as conn:
+        return conn.execute(query).first()
+
+
+def month_source(bind: Connection | Engine, principal: Principal, month: str) -> MonthSource | None:
+    """The figures ``principal`` sees for ``month`` (None: nothing it may see)."""
+    from tenantcost.store.cycle import connected, latest_issued, month_state
+
+    with connected(bind) as conn:
+        issued = latest_issued(conn, month)
+        if sees_drafts(principal):
+            state = str(issued.state) if issued is not None else str(month_state(conn, month))
+            run = latest_run(conn, month)
+            if run is not None and state == "open" and (issued is None or run.id != issued.run_id):
+                return MonthSource(month, str(run.id), FigureStatus.DRAFT, None, state)
+    if issued is None:
+        return None
+    status = FigureStatus.ISSUED if issued.revision == 1 else FigureStatus.RESTATED
+    return MonthSource(
+        month,
+        issued.run_id,
+        status,
+        issued.revision,
+        str(issued.state),
+        issued.issued_at,
+        issued.issued_by,
+        issued.reason,
+    )
+
+
+def months_document(engine: Engine, principal: Principal) -> list[dict[str, Any]]:
+    """``GET /api/v1/months``: ``tenantcost status`` per month; account managers see only
+    months with an issued revision."""
+    from tenantcost.store.status import month_status
+
+    months = month_status(engine)
+    if not sees_drafts(principal):
+        months = [m for m in months if m["revisions"] > 0]
+    return months
+
+
+def _client_names(principal: Principal) -> Select[Any]:
+    """The clients a principal may list: issued statements' (everyone), and the clients of
+    runs no close issued (drafts; an issued run's clients all have statements, so they are
+    left out of the union, which keeps it small)."""
+    s, rc, e = table(Statement).c, table(RunClient).c, table(MonthEvent).c
+    issued = select(s.client.label("client"))
+    if sees_drafts(principal):
+        issued_runs = select(e.run_id).where(e.run_id.is_not(None))
+        drafts = select(rc.client.label("client")).where(rc.run_id.not_in(issued_runs))
+        names = union(issued, drafts).subquery()
+    else:
+        names = issued.distinct().subquery()
+    query = select(names.c.client).distinct()
+    scope = client_scope(principal)
+    if scope is not None:
+        query = query.where(names.c.client.in_(sorted(scope)))
+    return query
+
+
+def search_clients(
+    engine: Engine, principal: Principal, q: str, page: int, per_page: int
+) -> dict[str, Any]:
+    """``GET /api/v1/clients``: a page of client ids containing ``q`` (any case), in order;
+    filtered, counted and paged in SQL (fast on 10,000 clients)."""
+    base = _client_names(principal).subquery()
+    query = select(base.c.client)
+    if q:
+        escaped = q.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        query = query.where(func.lower(base.c.client).like(f"%{escaped}%", escape="\\"))
+    filtered = query.subquery()
+    total_column = func.count().over().label("total")  # the count in the same scan
+    paged = (
+        select(filtered.c.client, total_column)
+        .order_by(filtered.c.client)
+        .limit(per_page)
+        .offset((page - 1) * per_page)
+    )
+    with engine.connect() as conn:
+        found = conn.execute(paged).all()
+        if found:
+            total = int(found[0].total)
+        else:  # a page past the end: count alone
+            total = int(conn.execute(select(func.count()).select_from(filtered)).scalar() or 0)
+    rows = [r.client for r in found]
+    return {
+        "items": [{"id": str(c)} for c in rows],
+        "page": page,
+        "per_page": per_page,
+        "total": total,
+    }
+
+
+def client_months(engine: Engine, principal: Principal, client: str) -> list[str]:
+    """The months in which ``client`` has a figure ``principal`` may see (ascending)."""
+    s, rc, r = table(Statement).c, table(RunClient).c, table(Run).c
+    issued = select(s.month.label("month")).where(s.client == client)
+    if sees_drafts(principal):
+        drafts = (
+            select(r.month.label("month"))
+            .join_from(table(RunClient), table(Run), r.id == rc.run_id)
+            .where(rc.client == client)
+        )
+        names = union(issued, drafts).subquery()
+    else:
+        names = issued.distinct().subquery()
+    with engine.connect() as conn:
+        rows = conn.execute(select(names.c.month).distinct().order_by(names.c.month))
+        return [str(m) for m in rows.scalars()]
+
+
+def client_month(
+    engine: Engine, principal: Principal, client: str, month: str, *, with_lines: bool = True
+) -> dict[str, Any] | None:
+    """``GET /api/v1/clients/{id}/months/{M}``, or None when there is no such figure."""
+    with engine.connect() as conn:
+        source = month_source(conn, principal, month)
+        if source is None:
+            return None
+        run = conn.execute(select(table(Run)).where(table(Run).c.id == source.run_id)).first()
+        amount = conn.execute(
+            select(table(RunClient).c.amount).where(
+                table(RunClient).c.run_id == source.run_id, table(RunClient).c.client == client
+            )
+        ).scalar()
+        statement = _statement(conn, client, month, source.revision)
+        if amount is None and statement is None:
+            return None
+        doc = _month_header(client, source, run, statement, amount)
+        if with_lines:
+            doc["lines"] = _lines(conn, source.run_id, client, principal)
+    return doc
+
+
+def _statement(conn: Connection, client: str, month: str, revision: int | None) -> Any:
+    if revision is None:
+        return None
+    s = table(Statement).c
+    query = select(table(Statement)).where(
+        s.month == month, s.client == client, s.revision == revision
+    )
+    return conn.execute(query).first()
+
+
+def _month_header(
+    client: str, source: MonthSource, run: Any, statement: Any, amount: int | None
+) -> dict[str, Any]:
+    from tenantcost.writers.json_output import money_header
+
+    shown = int(statement.amount) if statement is not None else int(amount or 0)
+    return {
+        "client": client,
+        "month": source.month,
+        "status": str(source.status),
+        "revision": source.revision,
+        "state": source.state,
+        "money": money_header(run.currency),
+        "amount": shown,
+        "previous_amount": None
+        if statement is None or statement.previous_amount is None
+        else int(statement.previous_amount),
+        "difference": None if statement is None else int(statement.difference),
+        "reason": source.reason,
+        "rule_ids": json.loads(run.rule_ids),
+        "run_id": source.run_id,
+        "issued_at": iso(source.issued_at),
+        "issued_by": source.issued_by,
+        "confidence": None,
+    }
+
+
+def _lines(
+    conn: Connection, run_id: str, client: str, principal: Principal
+) -> list[dict[str, Any]]:
+    """The client's lines, one per source, kind and key (summed over rule versions).
+    Account managers get their own measure and amount only: the pool's total measure and
+    the share would tell them about the other clients of a pool."""
+    ln = table(RunLine).c
+    rows = conn.execute(
+        select(
+            ln.source,
+            ln.kind,
+            ln.key,
+            func.sum(ln.measure).label("measure"),
+            func.sum(ln.total_measure).label("total_measure"),
+            func.sum(ln.amount).label("amount"),
+            func.sum(ln.windows).label("windows"),
+        )
+        .where(ln.run_id == run_id, ln.client == client)
+        .group_by(ln.source, ln.kind, ln.key)
+        .order_by(ln.source, ln.kind, ln.key)
+    ).all()
+    cluster_view = sees_drafts(principal)
+    out = []
+    for row in rows:  # one client's lines: a handful
+        line = {
+            "source": row.source,
+            "kind": row.kind,
+            "key": row.key,
+            "measure": row.measure,
+            "amount": int(row.amount),
+            "windows": int(row.windows),
+        }
+        if cluster_view:
+            total = row.total_measure
+            share = row.measure / total if total and row.measure is not None else None
+            line |= {"total_measure": total, "share": share}
+        out.append(line)
+    return out
+
+
+def client_document(engine: Engine, principal: Principal, client: str) -> dict[str, Any] | None:
+    """``GET /api/v1/clients/{id}``: the months with a figure, newest last."""
+    months = client_months(engine, principal, client)
+    entries = [client_month(engine, principal, client, m, with_lines=False) for m in months]
+    shown = [e for e in entries if e is not None]  # one per month, not per client
+    if not shown:
+        return None
+    return {"id": client, "months": shown}
+
+
+def reconciliation_document(
+    engine: Engine, principal: Principal, month: str
+) -> dict[str, Any] | None:
+    """``GET /api/v1/months/{M}/reconciliation``: the cascade and the period figures of the
+    run the viewer sees for the month."""
+    from tenantcost.writers.json_output import money_header
+
+    with engine.connect() as conn:
+        source = month_source(conn, principal, month)
+        if source is None:
+            return None
+        run = conn.execute(select(table(Run)).where(table(Run).c.id == source.run_id)).one()
+        f = table(RunFigure).c
+        rows = conn.execute(
+            select(table(RunFigure))
+            .where(f.run_id == source.run_id)
+            .order_by(f.section, f.position)
+        ).all()
+    sections: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:  # the run's figures: tens of rows
+        item = {"name": row.name, "kind": row.kind, "detail": row.detail, "amount": int(row.amount)}
+        if row.section == "residual":
+            item |= {"before_distribution": row.before_distribution, "distributed": row.distributed}
+        sections.setdefault(str(row.section), []).append(item)
+    return {
+        "month": month,
+        "status": str(source.status),
+        "revision": source.revision,
+        "state": source.state,
+        "run_id": source.run_id,
+        "money": money_header(run.currency),
+        "reference_total": int(run.reference_total),
+        "clients_total": int(run.clients_total),
+        "unattributed_total": int(run.unattributed),
+        "gap": int(run.gap),
+        "cascade": sections.get("cascade", []),
+        "unattributed": sections.get("unattributed", []),
+        "residual": sections.get("residual", []),
+        "exclusions": sections.get("exclusion", []),
+    }
+
+
+def month_exists(engine: Engine, month: str) -> bool:
+    """Whether the store knows the month at all (a run or an issued revision)."""
+    r, s = table(Run).c, table(Statement).c
+    query = select(exists().where(r.month == month) | exists().where(s.month == month))
+    with engine.connect() as conn:
+        return bool(conn.execute(query).scalar())

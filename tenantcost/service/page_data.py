@@ -1,0 +1,332 @@
+"""What the HTML pages show, read from the store with set queries (no loop per client).
+
+The pages never decide access here: they pass the principal's *scope* (from
+:mod:`tenantcost.service.permissions`: the clients it may list, whether it sees drafts) and
+these queries filter in SQL. A client's figure for a month is the latest issued statement
+(``issued`` at revision 1, ``restated`` after), or, for a principal who sees drafts, the
+latest run of a month that is not closed (``draft``).
+
+Client search stays fast at 10,000 clients: the page of ids is chosen in SQL by the API's own
+:func:`tenantcost.service.figures.search_clients` (``LIKE``, ``ORDER BY``, ``LIMIT``/``OFFSET``),
+and only that page's figures are read here, in one query per table.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import Engine, Select, func, literal, select
+
+from tenantcost.store.models import (
+    Batch,
+    MonthEvent,
+    Run,
+    RunClient,
+    RunClientFigure,
+    RunFigure,
+    RunInput,
+    RunReport,
+    Statement,
+    table,
+)
+
+
+class FigureStatus(StrEnum):
+    """A client's month as a page shows it."""
+
+    DRAFT = "draft"
+    ISSUED = "issued"
+    RESTATED = "restated"
+
+
+FIGURE_COLUMNS = [
+    "client",
+    "month",
+    "amount",
+    "currency",
+    "status",
+    "revision",
+    "run_id",
+    "reason",
+    "incomplete",
+    "issued_at",
+    "issued_by",
+    "rule_ids",
+    "difference",
+    "previous_amount",
+]
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a principal may read, as the queries need it (decided by permissions.py)."""
+
+    clients: frozenset[str] | None
+    """None: every client; else only these."""
+    drafts: bool
+
+
+def _frame(result: Any) -> pd.DataFrame:
+    return pd.DataFrame(result.all(), columns=list(result.keys()))
+
+
+def latest_runs() -> Select[Any]:
+    """``month, run_id`` of each month's latest run (by start time)."""
+    r = table(Run).c
+    ranked = select(
+        r.month,
+        r.id.label("run_id"),
+        func.row_number()
+        .over(partition_by=r.month, order_by=(r.started_at.desc(), r.id.desc()))
+        .label("n"),
+    ).subquery()
+    return select(ranked.c.month, ranked.c.run_id).where(ranked.c.n == 1)
+
+
+def closed_months_query() -> Select[Any]:
+    """Months whose latest close/reopen event is a close."""
+    e = table(MonthEvent).c
+    latest = select(func.max(e.id).label("id")).group_by(e.month).subquery()
+    return select(e.month).where(e.id.in_(select(latest.c.id)), e.action == "close")
+
+
+def _draft_runs() -> Select[Any]:
+    """``month, run_id`` of the latest run of every month that is not closed, unless that run
+    is the one issued last (a reopened month without a new run shows its issued revision):
+    the rule of :func:`tenantcost.service.figures.month_source`, as one set query."""
+    e = table(MonthEvent).c
+    last_close = select(func.max(e.id)).where(e.action == "close").group_by(e.month)
+    issued_last = select(e.run_id).where(e.id.in_(last_close), e.run_id.is_not(None))
+    runs = latest_runs().subquery()
+    return select(runs.c.month, runs.c.run_id).where(
+        runs.c.month.not_in(closed_months_query()), runs.c.run_id.not_in(issued_last)
+    )
+
+
+def figures(engine: Engine, scope: Scope, clients: list[str]) -> pd.DataFrame:
+    """Every month's figure of ``clients`` the scope may see (:data:`FIGURE_COLUMNS`), one row
+    per client and month, ordered by client and month."""
+    if scope.clients is not None:
+        clients = [c for c in clients if c in scope.clients]
+    if not clients:
+        return pd.DataFrame(columns=[*FIGURE_COLUMNS, "smallest"])
+    with engine.connect() as connection:
+        issued = _issued(connection, clients)
+        drafts = _drafts(connection, clients) if scope.drafts else None
+        if drafts is not None and not drafts.empty:
+            issued = issued[~issued["month"].isin(drafts["month"].unique())]
+            issued = pd.concat([issued, drafts], ignore_index=True) if not issued.empty else drafts
+        smallest = smallest_amounts(connection, issued["run_id"].astype(str).unique().tolist())
+    frame = issued.sort_values(["client", "month"], ignore_index=True)[FIGURE_COLUMNS]
+    return frame.assign(smallest=frame["run_id"].astype(str).map(smallest))
+
+
+def smallest_amounts(connection: Any, run_ids: list[str]) -> dict[str, int]:
+    """Each run's smallest non-zero client amount: what fixes the decimals its sheets show
+    (:func:`tenantcost.report.display.auto_places` over every client), so a page shows a
+    client's figure exactly as its sheet does without reading the other clients' amounts."""
+    if not run_ids:
+        return {}
+    rc = table(RunClient).c
+    rows = connection.execute(
+        select(rc.run_id, func.min(func.abs(rc.amount)))
+        .where(rc.run_id.in_(run_ids), rc.amount != 0)
+        .group_by(rc.run_id)
+    ).all()
+    return {str(run_id): int(amount) for run_id, amount in rows}
+
+
+def _issued(connection: Any, clients: list[str]) -> pd.DataFrame:
+    s = table(Statement).c
+    frame = _frame(
+        connection.execute(
+            select(
+                s.client,
+                s.month,
+                s.amount,
+                s.currency,
+                s.revision,
+                s.run_id,
+                s.reason,
+                s.incomplete,
+                s.issued_at,
+                s.issued_by,
+                s.rule_ids,
+                s.difference,
+                s.previous_amount,
+            ).where(s.client.in_(clients))
+        )
+    )
+    frame = frame.sort_values(["client", "month", "revision"]).drop_duplicates(
+        ["client", "month"], keep="last"
+    )
+    status = (
+        frame["revision"]
+        .gt(1)
+        .map({True: FigureStatus.RESTATED.value, False: FigureStatus.ISSUED.value})
+    )
+    return frame.assign(status=status)
+
+
+def _drafts(connection: Any, clients: list[str]) -> pd.DataFrame:
+    rc, r = table(RunClient).c, table(Run).c
+    runs = _draft_runs().subquery()
+    frame = _frame(
+        connection.execute(
+            select(rc.client, runs.c.month, rc.amount, r.currency, rc.run_id, r.rule_ids)
+            .join(runs, runs.c.run_id == rc.run_id)
+            .join(table(Run), r.id == rc.run_id)
+            .where(rc.client.in_(clients))
+        )
+    )
+    return frame.assign(
+        status=FigureStatus.DRAFT.value,
+        revision=None,
+        reason=None,
+        incomplete=False,
+        issued_at=None,
+        issued_by=None,
+        difference=None,
+        previous_amount=None,
+    )
+
+
+def rule_ids(value: str | None) -> list[str]:
+    """A stored JSON list of rule ids as a list."""
+    return [str(v) for v in json.loads(value)] if value else []
+
+
+def month_events(engine: Engine, month: str) -> pd.DataFrame:
+    """Every close and reopen of ``month``, in order."""
+    e = table(MonthEvent).c
+    query = select(e.at, e.action, e.revision, e.reason, e.actor, e.run_id).where(e.month == month)
+    with engine.connect() as connection:
+        return _frame(connection.execute(query.order_by(e.id)))
+
+
+def latest_run_id(engine: Engine, month: str) -> str | None:
+    runs = latest_runs().subquery()
+    with engine.connect() as connection:
+        value = connection.execute(select(runs.c.run_id).where(runs.c.month == month)).scalar()
+    return str(value) if value is not None else None
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """A run as the finance month page shows it: the row, its cascade, idle, batches."""
+
+    run: dict[str, Any]
+    cascade: pd.DataFrame
+    """``name, kind, detail, amount`` in the cascade's order."""
+    idle_before: int | None
+    cost_total: int | None
+    batches: pd.DataFrame
+    smallest: int | None
+    """The smallest non-zero client amount (the decimals the run's sheets show)."""
+
+
+def run_facts(engine: Engine, run_id: str) -> RunFacts:
+    """The run's record, cascade, idle before distribution, cost total and input batches."""
+    r, f, b, i = table(Run).c, table(RunFigure).c, table(Batch).c, table(RunInput).c
+    with engine.connect() as connection:
+        run = dict(connection.execute(select(table(Run)).where(r.id == run_id)).mappings().one())
+        figures = _frame(
+            connection.execute(
+                select(
+                    f.section, f.position, f.name, f.kind, f.detail, f.amount, f.before_distribution
+                ).where(f.run_id == run_id)
+            )
+        )
+        cost_total = connection.execute(
+            select(table(RunReport).c.cost_total).where(table(RunReport).c.run_id == run_id)
+        ).scalar()
+        smallest = smallest_amounts(connection, [run_id]).get(run_id)
+        batches = _frame(
+            connection.execute(
+                select(b.id, b.kind, b.source, b.mode, b.rows, b.sha256, b.created_at, b.actor)
+                .join(table(RunInput), i.batch_id == b.id)
+                .where(i.run_id == run_id)
+                .order_by(b.id)
+            )
+        )
+    cascade = figures[figures["section"] == "cascade"].sort_values("position")
+    idle = figures[(figures["section"] == "residual") & (figures["name"] == "idle")]
+    idle_before = int(idle["before_distribution"].iloc[0]) if len(idle) else None
+    return RunFacts(
+        run,
+        cascade[["name", "kind", "detail", "amount"]].reset_index(drop=True),
+        idle_before,
+        int(cost_total) if cost_total is not None else None,
+        batches,
+        smallest,
+    )
+
+
+KEY_FIGURE_PREFIX = "key:"
+
+
+def run_clients_page(
+    engine: Engine, run_id: str, page: int, per_page: int
+) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+    """One page of a run's clients under each key, the totals under each key, and the client
+    count. The first frame has ``client`` and one column per key (``rule`` first, the rule as
+    written, then the alternative keys; without stored key figures: ``rule`` from the run's
+    client totals); the second, one row of totals with the same columns."""
+    rc, k = table(RunClient).c, table(RunClientFigure).c
+    ids = select(rc.client).where(rc.run_id == run_id)
+    page_ids = ids.order_by(rc.client).limit(per_page).offset((page - 1) * per_page)
+    keyed = k.figure.like(f"{KEY_FIGURE_PREFIX}%")
+    with engine.connect() as connection:
+        count = int(
+            connection.execute(select(func.count()).select_from(ids.subquery())).scalar() or 0
+        )
+        rows = _frame(
+            connection.execute(
+                select(k.client, k.figure, k.amount).where(
+                    k.run_id == run_id, keyed, k.client.in_(page_ids.scalar_subquery())
+                )
+            )
+        )
+        totals = _frame(
+            connection.execute(
+                select(k.figure, func.sum(k.amount).label("amount"))
+                .where(k.run_id == run_id, keyed)
+                .group_by(k.figure)
+            )
+        )
+        if rows.empty:
+            rows = _frame(
+                connection.execute(
+                    select(rc.client, literal_rule(), rc.amount).where(
+                        rc.run_id == run_id, rc.client.in_(page_ids.scalar_subquery())
+                    )
+                )
+            )
+            totals = _frame(
+                connection.execute(
+                    select(literal_rule(), func.sum(rc.amount).label("amount")).where(
+                        rc.run_id == run_id
+                    )
+                )
+            )
+    return _pivot(rows), _pivot(totals.assign(client="")), count
+
+
+def literal_rule() -> Any:
+    """The figure name of the rule's own amounts, as a column."""
+    return literal(f"{KEY_FIGURE_PREFIX}rule").label("figure")
+
+
+def _pivot(frame: pd.DataFrame) -> pd.DataFrame:
+    """``client, figure, amount`` rows as one column per key (``rule`` first)."""
+    if frame.empty:
+        return pd.DataFrame(columns=["client", "rule"])
+    frame = frame.assign(key=frame["figure"].str.removeprefix(KEY_FIGURE_PREFIX))
+    wide = frame.pivot_table(index="client", columns="key", values="amount", aggfunc="sum")
+    keys = ["rule", *sorted(c for c in wide.columns if c != "rule")]
+    wide = wide.reindex(columns=[c for c in keys if c in wide.columns]).fillna(0).astype("int64")
+    return wide.reset_index().sort_values("client", ignore_index=True)

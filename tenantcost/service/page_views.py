@@ -1,0 +1,506 @@
+"""Display models of the pages: the store's figures (micro-units) as a person reads them.
+
+Amounts are shown like the report pack shows them (:mod:`tenantcost.report.display`): the
+currency's decimals, raised for tiny amounts so none reads 0.00; a table's lines are
+rounded together with its total so they add up. Charts are the report pack's inline SVG
+(:mod:`tenantcost.report.charts`), with a title and description for screen readers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import pandas as pd
+from markupsafe import Markup
+from sqlalchemy import Engine
+
+from tenantcost.money import MINOR_UNIT_EXPONENT
+from tenantcost.report.charts import Bar, Step, bar_chart, waterfall
+from tenantcost.report.display import (
+    auto_places,
+    format_amount,
+    format_column,
+    format_share,
+    key_label,
+)
+from tenantcost.service import page_data
+from tenantcost.timefmt import utc
+
+PER_PAGE_CHOICES = (25, 50, 100, 200, 500)
+MONTH_CLIENTS_PER_PAGE = 100
+
+
+def client_href(client: str, month: str | None = None) -> str:
+    """The client page's URL (the id percent-encoded: ids may hold any character)."""
+    base = f"/clients/{quote(client, safe='')}"
+    return f"{base}?{urlencode({'month': month})}" if month else base
+
+
+def _places(currency: str, smallest: Any) -> int:
+    """The decimals the run's sheets use (from its smallest non-zero client amount)."""
+    return auto_places(currency, [] if smallest is None or pd.isna(smallest) else [int(smallest)])
+
+
+def when(value: Any) -> str:
+    """A stored instant as people read it: ``2026-11-30 17:29:19 UTC``."""
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return ""
+    return f"{utc(value):%Y-%m-%d %H:%M:%S} UTC"
+
+
+@dataclass(frozen=True)
+class SearchRow:
+    client: str
+    href: str
+    month: str | None
+    amount: str | None
+    currency: str | None
+    status: str | None
+
+
+@dataclass(frozen=True)
+class SearchView:
+    q: str
+    page: int
+    per_page: int
+    pages: int
+    total: int
+    rows: list[SearchRow]
+    summary: str
+    prev_href: str | None
+    next_href: str | None
+    per_page_choices: tuple[int, ...] = PER_PAGE_CHOICES
+
+
+def search_view(
+    q: str, page: int, per_page: int, total: int, ids: list[str], figures: pd.DataFrame
+) -> SearchView:
+    """The search page: each listed client's latest visible month."""
+    latest = figures.drop_duplicates("client", keep="last").set_index("client")
+    rows = []
+    for client in ids:  # one page (at most 500 rows): display only, the query did the work
+        if client in latest.index:
+            f = latest.loc[client]
+            places = _places(str(f["currency"]), f["smallest"])
+            rows.append(
+                SearchRow(
+                    client,
+                    client_href(client),
+                    str(f["month"]),
+                    format_amount(int(f["amount"]), places),
+                    str(f["currency"]),
+                    str(f["status"]),
+                )
+            )
+        else:
+            rows.append(SearchRow(client, client_href(client), None, None, None, None))
+    pages = max(1, math.ceil(total / per_page))
+
+    def href(n: int) -> str:
+        return "/clients?" + urlencode({"q": q, "page": n, "per_page": per_page})
+
+    first = (page - 1) * per_page + 1
+    summary = (
+        f"{total:,} client{'s' if total != 1 else ''}"
+        + (f" matching “{q}”" if q else "")
+        + (f", showing {first:,} to {first + len(ids) - 1:,}" if ids else "")
+    )
+    return SearchView(
+        q,
+        page,
+        per_page,
+        pages,
+        total,
+        rows,
+        summary,
+        href(page - 1) if page > 1 else None,
+        href(page + 1) if page < pages else None,
+    )
+
+
+@dataclass(frozen=True)
+class Figure:
+    amount: str
+    currency: str
+    status: str
+    revision: int | None
+    run_id: str
+    reason: str | None
+    incomplete: bool
+    issued_at: str
+    issued_by: str
+    rule_ids: list[str]
+    issued_note: str = ""
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    month: str
+    href: str
+    amount: str
+    currency: str
+    status: str
+    revision: int | None
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class Notice:
+    title: str
+    text: str
+
+
+@dataclass(frozen=True)
+class SheetLinks:
+    html: str
+    pdf: str
+    md: str
+
+
+@dataclass(frozen=True)
+class ClientView:
+    client: str
+    base_href: str
+    month: str
+    months: list[str]
+    drafts: bool
+    figure: Figure | None
+    notices: list[Notice]
+    sheet: SheetLinks
+    history: list[HistoryRow]
+    history_svg: Markup
+
+
+def _int_or_none(value: Any) -> int | None:
+    return (
+        None
+        if value is None or (isinstance(value, float) and math.isnan(value)) or pd.isna(value)
+        else int(value)
+    )
+
+
+def client_view(client: str, rows: pd.DataFrame, month: str | None, drafts: bool) -> ClientView:
+    """The client page for ``month`` (default: the latest month with a figure)."""
+    months = rows["month"].tolist()
+    chosen = month or months[-1]
+    row = rows[rows["month"] == chosen].iloc[0]
+    places = _places(str(row["currency"]), row["smallest"])
+    figure = _figure(row, places)
+    base = f"/api/v1/clients/{quote(client, safe='')}/months/{chosen}/sheet"
+    sheet = SheetLinks(f"{base}.html", f"{base}.pdf", f"{base}.md")
+    history = [
+        HistoryRow(
+            str(r.month),
+            client_href(client, str(r.month)),
+            format_amount(int(r.amount), places),
+            str(r.currency),
+            str(r.status),
+            _int_or_none(r.revision),
+            r.reason if isinstance(r.reason, str) else None,
+        )
+        for r in rows.itertuples()
+    ]
+    return ClientView(
+        client,
+        client_href(client),
+        chosen,
+        months,
+        drafts,
+        figure,
+        _notices(rows, chosen, places),
+        sheet,
+        history,
+        _history_chart(client, rows),
+    )
+
+
+def _figure(row: pd.Series, places: int) -> Figure:
+    return Figure(
+        amount=format_amount(int(row["amount"]), places),
+        currency=str(row["currency"]),
+        status=str(row["status"]),
+        revision=_int_or_none(row["revision"]),
+        run_id=str(row["run_id"]),
+        reason=row["reason"] if isinstance(row["reason"], str) else None,
+        incomplete=bool(row["incomplete"]),
+        issued_at=when(row["issued_at"]),
+        issued_by=str(row["issued_by"] or ""),
+        rule_ids=page_data.rule_ids(row["rule_ids"]),
+        issued_note="the month is open",
+    )
+
+
+def _notices(rows: pd.DataFrame, month: str, places: int) -> list[Notice]:
+    """What changed since last month, and, for a restated month, since the last revision."""
+    out = []
+    at = rows.index[rows["month"] == month][0]
+    row = rows.loc[at]
+    currency = str(row["currency"])
+    position = rows.index.get_loc(at)
+    if isinstance(position, int) and position > 0:
+        before = rows.iloc[position - 1]
+        now, then = int(row["amount"]), int(before["amount"])
+        change = now - then
+        direction = "up" if change > 0 else "down" if change < 0 else "unchanged"
+        share = f" ({format_share(change / then)})" if then and change else ""
+        out.append(
+            Notice(
+                f"Since {before['month']}",
+                f"{format_amount(now, places)} {currency} in {month}, {direction}"
+                + (f" by {format_amount(abs(change), places)} {currency}{share}" if change else "")
+                + f" from {format_amount(then, places)} {currency} in {before['month']}. "
+                "The sheet's lines show where the change comes from (its change notices name "
+                "rule changes).",
+            )
+        )
+    revision = _int_or_none(row["revision"])
+    if revision is not None and revision > 1:
+        difference = _int_or_none(row["difference"]) or 0
+        sign = "+" if difference > 0 else "-" if difference < 0 else "±"
+        out.append(
+            Notice(
+                f"Restated: revision {revision}",
+                f"Revision {revision} replaces revision {revision - 1} of {month}: "
+                f"{sign}{format_amount(abs(difference), places)} {currency}. "
+                f"Reason: {row['reason'] or 'not given'}.",
+            )
+        )
+    return out
+
+
+def _history_chart(client: str, rows: pd.DataFrame) -> Markup:
+    unit = 10**MINOR_UNIT_EXPONENT
+    bars = [
+        Bar(
+            f"{r.month}{' (draft)' if r.status == 'draft' else ''}",
+            int(r.amount) / unit,
+            f"{format_amount(int(r.amount), _places(str(r.currency), r.smallest))} {r.currency}",
+            r.status == "draft",
+        )
+        for r in rows.itertuples()
+    ]
+    svg = bar_chart(
+        "history-chart",
+        f"{client}: amount per month",
+        f"One bar per month, {len(bars)} month(s); the table below lists the same figures.",
+        bars,
+    )
+    return Markup(svg)  # the chart module escapes every text
+
+
+def done_message(done: str) -> str:
+    """The confirmation after a close or reopen redirect (``closed-N``, ``reopened``)."""
+    if done.startswith("closed-") and done.removeprefix("closed-").isdigit():
+        return f"Closed: revision {done.removeprefix('closed-')} issued."
+    if done == "reopened":
+        return "Reopened: the month is open for corrections."
+    return ""
+
+
+@dataclass(frozen=True)
+class CascadeRow:
+    name: str
+    amount: str
+    share: str
+    detail: str | None
+
+
+@dataclass(frozen=True)
+class KeyRow:
+    client: str
+    href: str
+    amounts: list[str]
+    issued: str = ""
+
+
+@dataclass(frozen=True)
+class RunView:
+    run_id: str
+    draft: bool
+    currency: str
+    cascade: list[CascadeRow]
+    waterfall_svg: Markup
+    idle_ratio: str
+    keys: list[str]
+    clients: list[KeyRow]
+    key_totals: list[str]
+    clients_summary: str
+    prev_href: str | None
+    next_href: str | None
+    started_at: str
+    finished_at: str
+    actor: str
+    rule_ids: list[str]
+    rule_file_sha256: str
+    code_version: str
+    key_override: str | None
+    batches: list[dict[str, Any]]
+    issued_column: bool = False
+    issued_total: str = ""
+
+
+@dataclass(frozen=True)
+class MonthView:
+    month: str
+    state: str
+    revision: int
+    hours: Any
+    costs_hours: Any
+    usage_hours: Any
+    incomplete: bool
+    events: list[dict[str, Any]]
+    run: RunView | None
+
+
+def month_view(engine: Engine, month: str, page: int) -> MonthView:
+    """The finance month page: state, events, and the issued (closed) or latest (draft) run."""
+    from tenantcost.store.cycle import latest_issued
+    from tenantcost.store.status import month_status
+
+    status = month_status(engine, month)[0]
+    events = page_data.month_events(engine, month)
+    issued = latest_issued(engine, month)
+    closed = status["state"] == "closed"
+    run_id = (
+        issued.run_id if closed and issued is not None else page_data.latest_run_id(engine, month)
+    )
+    run = _run_view(engine, month, run_id, not closed, page) if run_id else None
+    hours = status["hours"]
+    return MonthView(
+        month,
+        str(status["state"]),
+        int(status["revisions"]),
+        hours,
+        status["costs_hours"],
+        status["usage_hours"],
+        incomplete=status["costs_hours"] != hours or status["usage_hours"] != hours,
+        events=[
+            {
+                **e,
+                "at": when(e["at"]),
+                "reason": e["reason"] if isinstance(e["reason"], str) else None,
+            }
+            for e in events.to_dict("records")
+        ],
+        run=run,
+    )
+
+
+def _run_view(engine: Engine, month: str, run_id: str, draft: bool, page: int) -> RunView:
+    facts = page_data.run_facts(engine, run_id)
+    run = facts.run
+    currency = str(run["currency"])
+    reference = int(run["reference_total"])
+    amounts = facts.cascade["amount"].astype("int64").tolist()
+    places = _places(currency, facts.smallest)
+    shown, reference_text = format_column(amounts, places)
+    cascade = [
+        CascadeRow(
+            str(r.name),
+            a,
+            format_share(int(r.amount) / reference) if reference else "-",
+            r.detail if isinstance(r.detail, str) else None,
+        )
+        for r, a in zip(facts.cascade.itertuples(), shown, strict=True)
+    ]
+    cascade.append(
+        CascadeRow("reference total", reference_text, format_share(1.0) if reference else "-", None)
+    )
+    cost_total = facts.cost_total or reference
+    idle = (
+        format_share(facts.idle_before / cost_total)
+        if facts.idle_before is not None and cost_total
+        else "-"
+    )
+    keyed = _keys_table(engine, run_id, month, page, places)
+    return RunView(
+        run_id=run_id,
+        draft=draft,
+        currency=currency,
+        cascade=cascade,
+        waterfall_svg=_waterfall(facts.cascade, reference, shown, reference_text, currency),
+        idle_ratio=idle,
+        keys=keyed.keys,
+        clients=keyed.rows,
+        key_totals=keyed.totals,
+        clients_summary=keyed.summary,
+        prev_href=keyed.prev_href,
+        next_href=keyed.next_href,
+        started_at=when(run["started_at"]),
+        finished_at=when(run["finished_at"]),
+        actor=str(run["actor"]),
+        rule_ids=page_data.rule_ids(run["rule_ids"]),
+        rule_file_sha256=str(run["rule_file_sha256"]),
+        code_version=str(run["code_version"]),
+        key_override=run["key_override"],
+        batches=[
+            {**b, "created_at": when(b["created_at"])} for b in facts.batches.to_dict("records")
+        ],
+    )
+
+
+@dataclass(frozen=True)
+class KeysTable:
+    """One page of the run's clients under each key, with the totals and the paging."""
+
+    keys: list[str]
+    rows: list[KeyRow]
+    totals: list[str]
+    summary: str
+    prev_href: str | None
+    next_href: str | None
+
+
+def _keys_table(engine: Engine, run_id: str, month: str, page: int, places: int) -> KeysTable:
+    per_page = MONTH_CLIENTS_PER_PAGE
+    wide, totals, count = page_data.run_clients_page(engine, run_id, page, per_page)
+    keys = [c for c in wide.columns if c != "client"] or ["rule"]
+    rows = [
+        KeyRow(
+            str(r["client"]),
+            client_href(str(r["client"]), month),
+            [format_amount(int(r[k]), places) for k in keys],
+        )
+        for r in wide.to_dict("records")
+    ]  # one page of clients (at most 100): display only
+    key_totals = [
+        format_amount(int(totals[k].iloc[0]), places) if k in totals and len(totals) else "-"
+        for k in keys
+    ]
+    pages = max(1, math.ceil(count / per_page))
+    first = (page - 1) * per_page + 1
+    shown = f", showing {first:,} to {first + len(rows) - 1:,}" if rows else ""
+
+    def href(n: int) -> str:
+        return f"/months/{month}?page={n}"
+
+    return KeysTable(
+        ["the rule" if k == "rule" else key_label(k) for k in keys],
+        rows,
+        key_totals,
+        f"{count:,} clients{shown}",
+        href(page - 1) if page > 1 else None,
+        href(page + 1) if page < pages else None,
+    )
+
+
+def _waterfall(
+    cascade: pd.DataFrame, reference: int, shown: list[str], reference_text: str, currency: str
+) -> Markup:
+    unit = 10**MINOR_UNIT_EXPONENT
+    steps, running = [], 0
+    for row, text in zip(cascade.itertuples(), shown, strict=True):
+        steps.append(Step(str(row.name), running / unit, (running + int(row.amount)) / unit, text))
+        running += int(row.amount)
+    steps.append(Step("reference total", 0.0, reference / unit, reference_text, total=True))
+    svg = waterfall(
+        "cascade-chart",
+        "Reconciliation cascade",
+        f"Each line of the cascade in {currency}, stacked from zero to the "
+        f"reference total ({reference_text}).",
+        steps,
+    )
+    return Markup(svg)  # the chart module escapes every text

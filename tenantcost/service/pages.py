@@ -1,0 +1,436 @@
+"""The HTML pages: login, client search, the client page, the finance month pages.
+
+Rendered with jinja2 from ``tenantcost/templates/service/`` (package data, through the report
+pack's :func:`~tenantcost.report.render.template_loader`, so ``--templates``-style overrides
+and the wheel work alike). No JavaScript framework: plain forms and links, so every page
+works with a keyboard, a screen reader and a phone.
+
+Every route asks :mod:`tenantcost.service.permissions` through
+:mod:`tenantcost.service.auth` (``authorize``, ``client_access``, ``require``); none decides
+access itself. Denials render here (:func:`render_denied`): 401 sends a browser to the login
+form, 403 is the "not allowed" page, and 404 is one page, byte for byte the same for another
+client's URL and a client that does not exist.
+
+Browser sessions and CSRF are :mod:`tenantcost.service.session`'s; every POST checks the
+form's CSRF field before anything else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+import jinja2
+from fastapi import APIRouter, Depends, FastAPI, Form, Query, Request
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from tenantcost.service import figures, page_data
+from tenantcost.service.auth import (
+    ClientAccess,
+    Denied,
+    authorize,
+    client_access,
+    get_principal,
+    log_denial,
+    not_found,
+    set_session_lookup,
+)
+from tenantcost.service.config import ServiceSettings
+from tenantcost.service.permissions import (
+    Action,
+    Decision,
+    Principal,
+    can,
+    client_scope,
+    sees_drafts,
+)
+from tenantcost.service.session import (
+    COOKIE_NAME,
+    CSRF_HEADER,
+    Session,
+    SessionCodec,
+    clear_session_cookie,
+    csrf_matches,
+    end_session,
+    new_session,
+    read_session,
+    session_ended,
+    set_session_cookie,
+)
+
+router = APIRouter(include_in_schema=False)
+PER_PAGE = 50
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+API_PREFIX = "/api/"
+MONTH_PATTERN = r"^\d{4}-(0[1-9]|1[0-2])$"
+LOCKED = "Another process is writing to the store (an ingest or a run); try again in a minute."
+PAGE_HEADERS = {
+    "Cache-Control": "no-store",
+    # No script runs on these pages, no other site may frame them (the close and reopen
+    # buttons cannot be clickjacked), forms post only here, and the sheet frames are ours.
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+    "frame-src 'self'; form-action 'self'; frame-ancestors 'self'; base-uri 'none'",
+    "X-Frame-Options": "SAMEORIGIN",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What every page's frame needs: who is signed in, their CSRF value, the nav."""
+
+    principal: Principal | None
+    csrf: str
+    section: str
+    cluster: bool
+
+
+def install(app: FastAPI, settings: ServiceSettings) -> None:
+    """Plug the pages into ``app`` (called by :func:`tenantcost.service.app.create_app`)."""
+    codec = SessionCodec(settings.secret)
+    app.state.session_codec = codec
+    app.state.page_env = _environment()
+    set_session_lookup(app, _session_lookup)
+    app.state.render_denied = render_denied
+    app.add_exception_handler(StarletteHTTPException, _page_not_found)
+    app.include_router(router)
+
+
+async def _page_not_found(request: Request, exc: Exception) -> Response:
+    """An unknown page URL gets the 404 page (the same as a client's); the API and every
+    other status keep FastAPI's JSON answer."""
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 404 and not request.url.path.startswith(API_PREFIX):
+        return render_denied(request, Denied(Decision.NOT_FOUND))
+    return await http_exception_handler(request, exc)
+
+
+def _environment() -> jinja2.Environment:
+    from tenantcost.report.render import template_loader
+
+    return jinja2.Environment(
+        loader=template_loader(None),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def _session_lookup(request: Request) -> int | None:
+    """The token id of the request's session; None without a logged-in session, for one
+    ended by logout, and for a cookie-authenticated unsafe API call without the session's
+    ``X-CSRF-Token`` header."""
+    session = read_session(request, request.app.state.session_codec)
+    if session is None or not session.logged_in:
+        return None
+    if (
+        request.method in UNSAFE_METHODS
+        and request.url.path.startswith(API_PREFIX)
+        and not csrf_matches(session, request.headers.get(CSRF_HEADER))
+    ):
+        return None
+    if session_ended(request.app.state.engine, session):
+        return None
+    return session.token_id
+
+
+def _session(request: Request) -> tuple[Session, bool]:
+    """The request's session, or a new anonymous one (True: it must be set as a cookie)."""
+    session = read_session(request, request.app.state.session_codec)
+    return (session, False) if session is not None else (new_session(), True)
+
+
+def render(
+    request: Request,
+    name: str,
+    *,
+    section: str = "",
+    status: int = 200,
+    **context: Any,
+) -> HTMLResponse:
+    """Render a page; a first visit gets its anonymous session (for the login form's CSRF)."""
+    session, fresh = _session(request)
+    principal = get_principal(request) if session.logged_in else None
+    cluster = principal is not None and can(principal, Action.VIEW_CLUSTER).allowed
+    layout = Layout(principal, session.csrf, section, cluster)
+    html = request.app.state.page_env.get_template(name).render(layout=layout, **context)
+    response = HTMLResponse(html, status_code=status, headers=PAGE_HEADERS)
+    if fresh:
+        set_session_cookie(response, request, request.app.state.session_codec, session)
+    return response
+
+
+_DENIED_PAGES = {
+    Decision.FORBIDDEN: ("Not allowed", "Your access token's role does not open this page."),
+    Decision.NOT_FOUND: ("Page not found", "There is nothing here, or nothing you may open."),
+}
+
+
+def render_denied(request: Request, exc: Denied) -> Response:
+    """401: to the login form (GET) or the login page with 401 (other methods); 403 and 404:
+    their pages. The 404 page depends on nothing but the principal: another client's URL and
+    a missing one read the same."""
+    if exc.decision is Decision.UNAUTHENTICATED:
+        if request.method == "GET":
+            target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            login = "/login?" + urlencode({"next": target})
+            response: Response = RedirectResponse(login, status_code=303)
+            if request.cookies.get(COOKIE_NAME):
+                clear_session_cookie(response, request)
+            return response
+        return _login_page(request, "/", error="Please log in again.", status=401)
+    heading, text = _DENIED_PAGES.get(exc.decision, _DENIED_PAGES[Decision.NOT_FOUND])
+    return render(
+        request,
+        "service/error.html",
+        status=int(exc.decision),
+        code=int(exc.decision),
+        heading=heading,
+        text=text,
+        back_href="/clients",
+        back_label="Back to the clients",
+    )
+
+
+def _safe_next(target: str | None) -> str:
+    """Only a local path (no scheme, no ``//host``): a login link cannot send people away."""
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/clients"
+    return target
+
+
+def _login_page(
+    request: Request, next_: str, *, error: str = "", message: str = "", status: int = 200
+) -> HTMLResponse:
+    return render(
+        request,
+        "service/login.html",
+        status=status,
+        error=error,
+        message=message,
+        next=_safe_next(next_),
+    )
+
+
+def _check_csrf(request: Request, submitted: str | None) -> Session:
+    """The session, if the form's CSRF value is its own; else 403 (logged)."""
+    session = read_session(request, request.app.state.session_codec)
+    if session is None or not csrf_matches(session, submitted):
+        log_denial(request, None, "csrf", Decision.FORBIDDEN)
+        raise Denied(Decision.FORBIDDEN)
+    return session
+
+
+@router.get("/", response_class=HTMLResponse)
+def home(request: Request) -> Response:
+    """Signed in: the client search; else the login form."""
+    target = "/clients" if get_principal(request) is not None else "/login"
+    return RedirectResponse(target, status_code=303)
+
+
+@router.get("/login", response_class=HTMLResponse)
+def login_form(request: Request, next: str = "/clients", logged_out: int = 0) -> Response:
+    message = "You are logged out." if logged_out else ""
+    return _login_page(request, next, message=message)
+
+
+@router.post("/login", response_class=HTMLResponse)
+def login(
+    request: Request,
+    token: str = Form(""),
+    csrf_token: str = Form(""),
+    next: str = Form("/clients"),
+) -> Response:
+    """Check the token (as a Bearer header would be) and start a new session for it."""
+    _check_csrf(request, csrf_token)
+    from tenantcost.service.tokens import principal_for_secret
+
+    principal = principal_for_secret(request.app.state.engine, token.strip())
+    if principal is None or principal.token_id is None:
+        log_denial(request, None, "login", Decision.UNAUTHENTICATED)
+        return _login_page(
+            request, next, status=401, error="That token is not valid: unknown, expired or revoked."
+        )
+    response = RedirectResponse(_safe_next(next), status_code=303)
+    session = new_session(principal.name, principal.token_id)
+    set_session_cookie(response, request, request.app.state.session_codec, session)
+    return response
+
+
+@router.post("/logout")
+def logout(request: Request, csrf_token: str = Form("")) -> Response:
+    """End the session: the cookie is removed and the browser goes to the login form."""
+    session = _check_csrf(request, csrf_token)
+    end_session(request.app.state.engine, session, request.app.state.session_codec.max_age)
+    response = RedirectResponse("/login?logged_out=1", status_code=303)
+    clear_session_cookie(response, request)
+    return response
+
+
+def _scope(principal: Principal) -> page_data.Scope:
+    return page_data.Scope(client_scope(principal), sees_drafts(principal))
+
+
+@router.get("/clients", response_class=HTMLResponse)
+def clients_page(
+    request: Request,
+    q: str = Query("", max_length=200),
+    page: int = Query(1, ge=1, le=1_000_000),
+    per_page: int = Query(PER_PAGE, ge=1, le=500),
+) -> Response:
+    """Server-side search over the clients the principal may list, one page at a time."""
+    from tenantcost.service import page_views
+
+    principal = authorize(request, get_principal(request), Action.LIST_CLIENTS)
+    engine = request.app.state.engine
+    scope = _scope(principal)
+    found = figures.search_clients(engine, principal, q.strip(), page, per_page)
+    ids, total = [str(item["id"]) for item in found["items"]], int(found["total"])
+    rows = page_data.figures(engine, scope, ids)
+    search = page_views.search_view(q.strip(), page, per_page, total, ids, rows)
+    return render(request, "service/clients.html", section="clients", search=search)
+
+
+@router.get("/clients/{client_id}", response_class=HTMLResponse)
+def client_page(
+    request: Request,
+    access: Annotated[ClientAccess, Depends(client_access)],
+    month: str | None = Query(None, pattern=MONTH_PATTERN),
+) -> Response:
+    """A client's month: figure, status, change notice, sheet, history."""
+    from tenantcost.service import page_views
+
+    engine = request.app.state.engine
+    scope = _scope(access.principal)
+    rows = page_data.figures(engine, scope, [access.client])
+    if rows.empty or (month is not None and month not in set(rows["month"])):
+        raise not_found()
+    view = page_views.client_view(access.client, rows, month, scope.drafts)
+    return render(request, "service/client.html", section="clients", view=view)
+
+
+@router.get("/months", response_class=HTMLResponse)
+def months_page(request: Request) -> Response:
+    """Finance: every stored month with its coverage, runs and state."""
+    from tenantcost.store.status import month_status
+
+    authorize(request, get_principal(request), Action.VIEW_CLUSTER)
+    months = month_status(request.app.state.engine)
+    return render(request, "service/months.html", section="months", months=months)
+
+
+def _month_response(
+    request: Request, month: str, *, page: int = 1, status: int = 200, **context: Any
+) -> Response:
+    from tenantcost.service import page_views
+
+    view = page_views.month_view(request.app.state.engine, month, page)
+    context.setdefault("message", "")
+    context.setdefault("error", "")
+    return render(
+        request, "service/month.html", section="months", status=status, view=view, **context
+    )
+
+
+@router.get("/months/{month}", response_class=HTMLResponse)
+def month_page(
+    request: Request,
+    month: str,
+    page: int = Query(1, ge=1, le=1_000_000),
+    done: str = Query(""),
+) -> Response:
+    """Finance: the month's cascade, waterfall, idle, clients under each key, close/reopen,
+    run and batch provenance."""
+    authorize(request, get_principal(request), Action.VIEW_CLUSTER)
+    _known_month(month)
+    from tenantcost.service import page_views
+
+    return _month_response(request, month, page=page, message=page_views.done_message(done))
+
+
+def _known_month(month: str) -> None:
+    """A well-formed month (``YYYY-MM``), else the 404 page."""
+    import re
+
+    if not re.match(MONTH_PATTERN, month):
+        raise not_found()
+
+
+@router.post("/months/{month}/close", response_class=HTMLResponse)
+def close_month_form(
+    request: Request,
+    month: str,
+    csrf_token: str = Form(""),
+    allow_incomplete: str = Form(""),
+) -> Response:
+    """Close the month (issues the next revision) and show it."""
+    principal = authorize(request, get_principal(request), Action.CLOSE_MONTH)
+    _check_csrf(request, csrf_token)
+    _known_month(month)
+    from tenantcost.errors import InputError
+    from tenantcost.store.cycle import close_month
+    from tenantcost.store.lock import StoreLocked
+
+    store = request.app.state.store
+    if store is None:
+        return _month_response(
+            request,
+            month,
+            status=409,
+            error="The service has no data directory: it cannot run a month.",
+        )
+    try:
+        closed = close_month(
+            store,
+            month,
+            allow_incomplete=bool(allow_incomplete),
+            actor=principal.actor,
+            wait=request.app.state.settings.ingest_wait,
+        )
+    except InputError as exc:
+        return _month_response(request, month, status=409, error=str(exc))
+    except StoreLocked:
+        return _month_response(request, month, status=503, error=LOCKED)
+    return RedirectResponse(f"/months/{month}?done=closed-{closed.revision}", status_code=303)
+
+
+@router.post("/months/{month}/reopen", response_class=HTMLResponse)
+def reopen_month_form(
+    request: Request,
+    month: str,
+    csrf_token: str = Form(""),
+    reason: str = Form(""),
+) -> Response:
+    """Reopen the month with a reason (required) for corrections."""
+    principal = authorize(request, get_principal(request), Action.REOPEN_MONTH)
+    _check_csrf(request, csrf_token)
+    _known_month(month)
+    from tenantcost.errors import InputError
+    from tenantcost.store.cycle import reopen_month
+    from tenantcost.store.lock import StoreLocked
+
+    if not reason.strip():
+        return _month_response(
+            request,
+            month,
+            status=422,
+            error="Give a reason: it is shown on the restated statements.",
+        )
+    try:
+        reopen_month(
+            request.app.state.engine,
+            month,
+            reason=reason.strip(),
+            actor=principal.actor,
+            wait=request.app.state.settings.ingest_wait,
+        )
+    except InputError as exc:
+        return _month_response(request, month, status=409, error=str(exc))
+    except StoreLocked:
+        return _month_response(request, month, status=503, error=LOCKED)
+    return RedirectResponse(f"/months/{month}?done=reopened", status_code=303)

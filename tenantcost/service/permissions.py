@@ -1,0 +1,137 @@
+"""Every access decision of the service, in one place (routes only ask).
+
+Why one module: "who may see what" must never be wrong, and a rule spread over forty route
+functions is wrong in one of them sooner or later. Every route — JSON API and HTML pages —
+calls :func:`can` (through :func:`tenantcost.service.auth.authorize`) with the principal, the
+action and, for a client's URL, the client id; the answer is a :class:`Decision` whose HTTP
+status the route returns unchanged. Tests walk every route × role × client through it.
+
+The rules (issue 10):
+
+* no token, an unknown, expired or revoked one: **401** (the principal is ``None``);
+* ``ingest``: only :attr:`Action.INGEST_USAGE`; anything else **403**;
+* ``account-manager``: its own clients only. Another client's URL answers **404, exactly as
+  for a client that does not exist** (same body, decided without touching the database, so
+  no existence leak through content or timing class). Cluster-wide pages (reconciliation,
+  compare, month close/reopen, tokens, ingest) answer **403**. It sees issued months only;
+* ``finance``: every client, drafts (marked), the cascade, close and reopen, ingest of
+  corrections;
+* ``admin``: everything finance may, and tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import IntEnum, StrEnum
+
+
+class Role(StrEnum):
+    """A token's role (its value is what ``token create --role`` takes)."""
+
+    ADMIN = "admin"
+    FINANCE = "finance"
+    ACCOUNT_MANAGER = "account-manager"
+    INGEST = "ingest"
+
+
+class Action(StrEnum):
+    """What a request wants to do. A route names exactly one."""
+
+    INGEST_USAGE = "ingest-usage"
+    """POST /api/v1/usage and /api/v1/usage.parquet."""
+    LIST_MONTHS = "list-months"
+    """GET /api/v1/months (account managers: months with issued statements only)."""
+    LIST_CLIENTS = "list-clients"
+    """GET /api/v1/clients, the client search page (account managers: their own only)."""
+    VIEW_CLIENT = "view-client"
+    """Anything under /api/v1/clients/{id} and the client page: needs ``client``."""
+    VIEW_DRAFTS = "view-drafts"
+    """See figures of a run not (yet) issued; asked with the client for client URLs."""
+    VIEW_CLUSTER = "view-cluster"
+    """Cluster-wide figures: reconciliation, compare, the finance month page."""
+    CLOSE_MONTH = "close-month"
+    REOPEN_MONTH = "reopen-month"
+    MANAGE_TOKENS = "manage-tokens"
+    """GET/POST /api/v1/tokens, DELETE /api/v1/tokens/{name}."""
+
+
+class Decision(IntEnum):
+    """The answer, as the HTTP status a denied request gets (``ALLOW`` is 200)."""
+
+    ALLOW = 200
+    UNAUTHENTICATED = 401
+    FORBIDDEN = 403
+    NOT_FOUND = 404
+
+    @property
+    def allowed(self) -> bool:
+        return self is Decision.ALLOW
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is asking: a valid (known, unexpired, unrevoked) token, resolved per request.
+
+    ``clients`` matters for ``account-manager`` only (the others see every client).
+    ``token_id`` is the token's row id (what a browser session remembers)."""
+
+    name: str
+    role: Role
+    clients: frozenset[str] = field(default_factory=frozenset)
+    token_id: int | None = None
+
+    @property
+    def actor(self) -> str:
+        """What the store records as the actor of this principal's writes."""
+        from tenantcost.store.actor import token_actor
+
+        return token_actor(self.name)
+
+
+_CLUSTER_ROLES = frozenset({Role.ADMIN, Role.FINANCE})
+_ROLE_ACTIONS: dict[Role, frozenset[Action]] = {
+    Role.ADMIN: frozenset(Action),
+    Role.FINANCE: frozenset(Action) - {Action.MANAGE_TOKENS},
+    Role.ACCOUNT_MANAGER: frozenset({Action.LIST_MONTHS, Action.LIST_CLIENTS, Action.VIEW_CLIENT}),
+    Role.INGEST: frozenset({Action.INGEST_USAGE}),
+}
+_CLIENT_ACTIONS = frozenset({Action.VIEW_CLIENT, Action.VIEW_DRAFTS})
+
+
+def can(principal: Principal | None, action: Action, client: str | None = None) -> Decision:
+    """May ``principal`` do ``action`` (on ``client``, for a client's URL)?
+
+    Order matters: authentication first (401), then the client scope for client URLs (404,
+    so an account manager learns nothing about clients that are not its own, not even that
+    the URL is one it could never open), then the role (403)."""
+    if principal is None:
+        return Decision.UNAUTHENTICATED
+    role = principal.role
+    if (
+        action in _CLIENT_ACTIONS
+        and client is not None
+        and role is Role.ACCOUNT_MANAGER
+        and client not in principal.clients
+    ):
+        return Decision.NOT_FOUND
+    if action not in _ROLE_ACTIONS[role]:
+        return Decision.FORBIDDEN
+    return Decision.ALLOW
+
+
+def sees_drafts(principal: Principal) -> bool:
+    """Finance and admin see figures of runs not issued yet (marked ``draft``)."""
+    return principal.role in _CLUSTER_ROLES
+
+
+def client_scope(principal: Principal) -> frozenset[str] | None:
+    """The clients a list or search may return: ``None`` means every client. Lists filter
+    in SQL with this set (never fetch all and drop rows in Python)."""
+    return principal.clients if principal.role is Role.ACCOUNT_MANAGER else None
+
+
+def visible(principal: Principal, clients: Iterable[str]) -> list[str]:
+    """``clients`` restricted to those ``principal`` may see, order kept."""
+    scope = client_scope(principal)
+    return [c for c in clients if scope is None or c in scope]

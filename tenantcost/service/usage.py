@@ -1,0 +1,409 @@
+"""``POST /api/v1/usage`` (JSON records) and ``POST /api/v1/usage.parquet`` (bulk).
+
+Both go through the store's own ingest (:func:`tenantcost.store.ingest.ingest_usage_source`),
+so a record the CLI refuses is refused here with the same reason, a batch is atomic, a closed
+month is refused (409, naming ``reopen``) and concurrent posters queue on the store's write
+lock (each waits up to ``ingest_wait`` seconds; none is lost).
+
+JSON records are validated by the usage reader itself: they are written to a CSV file in a
+temporary folder and read back with :func:`tenantcost.readers.usage.read_usage`, whose errors
+name ``row N`` of that file; the answer (422) names ``records[N-2]`` and the field instead.
+
+**Idempotency-Key.** The first answer to a key is stored (table ``idempotency_key``) in the
+batch's own transaction: a retry with the same key and body gets that answer and writes
+nothing; the same key with another body is 409. Two requests racing with one key are
+serialised by the write lock: the second finds the first's row inside the transaction and its
+batch rolls back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, HTTPException, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sqlalchemy import Connection, insert, select
+
+from tenantcost.errors import InputError
+from tenantcost.service.auth import MayIngest
+from tenantcost.service.permissions import Principal
+from tenantcost.service.problems import Problem
+from tenantcost.store.models import IdempotencyKey, table
+
+router = APIRouter(prefix="/api/v1", tags=["usage"])
+MAX_KEY_LENGTH = 200
+BYTES_PER_RECORD = 2048
+"""A body larger than ``max_records`` × this is refused (413) before it is parsed."""
+
+
+class Mode(StrEnum):
+    REPLACE = "replace"
+    SUM = "sum"
+
+
+class UsageBatch(BaseModel):
+    """The JSON body: records are objects with ``window_start``, ``window_end``, ``service``,
+    ``client`` and one number per metric (the columns of a usage file)."""
+
+    model_config = ConfigDict(extra="forbid")
+    mode: Mode = Mode.REPLACE
+    records: list[dict[str, Any]] = Field(min_length=1)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An HTTP answer as stored for an idempotency key."""
+
+    status: int
+    body: dict[str, Any]
+
+    def response(self, replayed: bool = False) -> JSONResponse:
+        headers = {"Idempotent-Replayed": "true"} if replayed else None
+        return JSONResponse(self.body, status_code=self.status, headers=headers)
+
+
+class _Replay(Exception):
+    """Raised inside the batch's transaction when the key was stored meanwhile."""
+
+    def __init__(self, answer: Answer) -> None:
+        self.answer = answer
+
+
+def _key_conflict(key: str) -> HTTPException:
+    return HTTPException(
+        409, f"Idempotency-Key '{key}' was used with another body; use a new key for a new batch"
+    )
+
+
+def _stored_answer(conn: Connection, principal: Principal, key: str, digest: str) -> Answer | None:
+    k = table(IdempotencyKey).c
+    row = conn.execute(
+        select(k.request_sha256, k.status_code, k.response).where(
+            k.token_name == principal.name, k.key == key
+        )
+    ).first()
+    if row is None:
+        return None
+    if row.request_sha256 != digest:
+        raise _key_conflict(key)
+    return Answer(int(row.status_code), json.loads(row.response))
+
+
+def _check_key(key: str | None) -> str | None:
+    if key is None:
+        return None
+    if not key.strip() or len(key) > MAX_KEY_LENGTH:
+        raise HTTPException(422, f"Idempotency-Key: 1 to {MAX_KEY_LENGTH} characters")
+    return key
+
+
+@dataclass(frozen=True)
+class _Upload:
+    """A validated upload on disk, and how to name its rows in errors."""
+
+    path: Path
+    label: str
+    """What errors call the upload (``records`` or ``usage.parquet``)."""
+    first_row: int
+    """The reader's row number of the first record (CSV: 2, after the header; Parquet: 1)."""
+
+
+def _public(exc: InputError, upload: _Upload) -> Problem:
+    """The reader's one line about a temporary file, as the client sent it: JSON records as
+    ``records[i].field`` (with ``record`` and ``field`` in the body), Parquet rows as
+    ``usage.parquet, row N``."""
+    temp = str(upload.path)
+    if upload.label != "records":
+        return Problem(422, exc.one_line().replace(temp, upload.label))
+    message = re.sub(
+        rf"{re.escape(temp)}(?::|, )row (\d+)",
+        lambda m: f"records[{int(m[1]) - upload.first_row}]",
+        exc.message,
+    ).replace(temp, "records")
+    row = re.fullmatch(r"row (\d+)", exc.where or "")
+    if row is None and exc.where != "header":
+        return Problem(
+            422, message if exc.file == temp else exc.one_line().replace(temp, "records")
+        )
+    index = int(row[1]) - upload.first_row if row is not None else 0  # header: every record
+    place = f"records[{index}]" + (f".{exc.column}" if exc.column else "")
+    return Problem(422, f"{place}: {message}", record=index, field=exc.column)
+
+
+def _records_csv(batch: UsageBatch, folder: Path) -> _Upload:
+    """The records as a CSV file for the usage reader (columns: the union of the keys)."""
+    import pandas as pd
+
+    frame = pd.DataFrame.from_records(batch.records)
+    for column in frame.columns:  # nested values (lists, objects) are not numbers or text
+        frame[column] = frame[column].map(_cell, na_action="ignore")
+    path = folder / "records.csv"
+    frame.to_csv(path, index=False)
+    return _Upload(path, "records", 2)
+
+
+def _cell(value: Any) -> Any:
+    return json.dumps(value) if isinstance(value, dict | list) else value
+
+
+@contextmanager
+def _ingest_errors(upload: _Upload) -> Iterator[None]:
+    from tenantcost.store.cycle import MonthClosed
+    from tenantcost.store.lock import StoreLocked
+
+    try:
+        yield
+    except MonthClosed as exc:
+        raise HTTPException(409, exc.one_line()) from None
+    except InputError as exc:
+        raise _public(exc, upload) from None
+    except StoreLocked as exc:
+        raise HTTPException(503, str(exc), headers={"Retry-After": "5"}) from None
+
+
+@dataclass
+class _Recorder:
+    """Called inside the batch's write transaction (``in_transaction``): makes the answer
+    and stores it under the idempotency key, or finds the key stored meanwhile (the batch
+    then rolls back and the stored answer is returned)."""
+
+    principal: Principal
+    key: str | None
+    digest: str
+    answer: Answer | None = None
+
+    def __call__(self, conn: Connection, done: Any) -> None:
+        self.answer = Answer(200, _ingested_document(done))
+        if self.key is None:
+            return
+        stored = _stored_answer(conn, self.principal, self.key, self.digest)
+        if stored is not None:
+            raise _Replay(stored)
+        row = {
+            "token_name": self.principal.name,
+            "key": self.key,
+            "status_code": 200,
+            "request_sha256": self.digest,
+            "response": json.dumps(self.answer.body),
+            "batch_uid": done.uid,
+        }
+        conn.execute(insert(table(IdempotencyKey)).values(**row))
+
+
+def _ingest(
+    request: Request,
+    principal: Principal,
+    upload: _Upload,
+    mode: Mode,
+    key: str | None,
+    digest: str,
+) -> JSONResponse:
+    """Ingest the upload as one batch, storing the answer under ``key`` atomically."""
+    from tenantcost.readers.usage import read_usage
+    from tenantcost.split import connect
+    from tenantcost.store.ingest import ingest_usage_source
+    from tenantcost.usage_source import FrameUsage, ParquetUsage
+
+    settings, store = request.app.state.settings, request.app.state.store
+    if store is None:
+        raise HTTPException(503, "the service has no data directory: start it with --data DIR")
+    origin = f"POST {request.url.path} ({principal.actor})"
+    recorder = _Recorder(principal, key, digest)
+    con = connect()
+    with _ingest_errors(upload):
+        if upload.label == "records":
+            source: Any = FrameUsage(read_usage([upload.path]), origin=origin)
+        else:
+            source = ParquetUsage([upload.path], con)
+            source.origin = origin
+        try:
+            ingest_usage_source(
+                store,
+                source,
+                con,
+                period=None,
+                mode=mode.value,
+                actor=principal.actor,
+                wait=settings.ingest_wait,
+                in_transaction=recorder,
+            )
+        except _Replay as replay:
+            return replay.answer.response(replayed=True)
+    assert recorder.answer is not None
+    return recorder.answer.response()
+
+
+def _ingested_document(done: Any) -> dict[str, Any]:
+    from tenantcost.timefmt import iso_z
+
+    return {
+        "batch": done.uid,
+        "mode": done.mode,
+        "records": done.rows,
+        "cells": done.cells,
+        "replaced_cells": done.replaced,
+        "window_from": iso_z(done.window_from),
+        "window_to": iso_z(done.window_to),
+        "sha256": done.sha256,
+    }
+
+
+def _replayed(
+    request: Request, principal: Principal, key: str | None, digest: str
+) -> JSONResponse | None:
+    """The stored answer of a retried key (before any parsing), or None."""
+    if key is None:
+        return None
+    with request.app.state.engine.connect() as conn:
+        stored = _stored_answer(conn, principal, key, digest)
+    return stored.response(replayed=True) if stored is not None else None
+
+
+def _too_large(count: int, limit: int) -> HTTPException:
+    return HTTPException(
+        413,
+        f"{count} records is over this service's limit of {limit} per "
+        "batch: split the batch, or use POST /api/v1/usage.parquet",
+    )
+
+
+def _check_size(request: Request, limit: int) -> None:
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > limit * BYTES_PER_RECORD:
+        raise HTTPException(
+            413,
+            f"the body ({int(length)} bytes) is over this service's limit "
+            f"({limit} records of at most {BYTES_PER_RECORD} bytes)",
+        )
+
+
+def _parse_batch(raw: bytes, limit: int) -> UsageBatch:
+    try:
+        document = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise HTTPException(422, f"the body is not JSON: {exc}") from None
+    records = document.get("records") if isinstance(document, dict) else None
+    if isinstance(records, list) and len(records) > limit:
+        raise _too_large(len(records), limit)
+    try:
+        return UsageBatch.model_validate(document)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = first["loc"]
+        place = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+        text = f"{place or 'body'}: {first['msg']}"
+        if len(loc) >= 2 and loc[0] == "records" and isinstance(loc[1], int):
+            raise Problem(422, text, record=loc[1], field=None) from None
+        raise Problem(422, text) from None
+
+
+IdempotencyHeader = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        description="A retry with the same key and body returns "
+        "the first answer and changes nothing; another body is 409.",
+    ),
+]
+
+
+@router.post(
+    "/usage",
+    summary="Ingest usage records (one atomic batch)",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": UsageBatch.model_json_schema()}},
+        }
+    },
+)
+async def post_usage(
+    request: Request,
+    principal: MayIngest,
+    idempotency_key: IdempotencyHeader = None,
+) -> JSONResponse:
+    from starlette.concurrency import run_in_threadpool
+
+    limit = request.app.state.settings.max_records
+    key = _check_key(idempotency_key)
+    _check_size(request, limit)
+    raw = await request.body()
+    digest = hashlib.sha256(b"json\n" + raw).hexdigest()
+    return await run_in_threadpool(_post_records, request, principal, raw, key, digest, limit)
+
+
+def _post_records(
+    request: Request, principal: Principal, raw: bytes, key: str | None, digest: str, limit: int
+) -> JSONResponse:
+    replay = _replayed(request, principal, key, digest)
+    if replay is not None:
+        return replay
+    batch = _parse_batch(raw, limit)
+    with tempfile.TemporaryDirectory(prefix="tenantcost-api-") as tmp:
+        upload = _records_csv(batch, Path(tmp))
+        return _ingest(request, principal, upload, batch.mode, key, digest)
+
+
+@router.post(
+    "/usage.parquet",
+    summary="Ingest a Parquet file of usage (bulk, one batch)",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/vnd.apache.parquet": {"schema": {"type": "string", "format": "binary"}}
+            },
+        }
+    },
+)
+async def post_usage_parquet(
+    request: Request,
+    principal: MayIngest,
+    mode: Annotated[Mode, Query(description="replace or sum")] = Mode.REPLACE,
+    idempotency_key: IdempotencyHeader = None,
+) -> JSONResponse:
+    """The body is the Parquet file itself (columns as a usage file's)."""
+    from starlette.concurrency import run_in_threadpool
+
+    limit = request.app.state.settings.max_records
+    key = _check_key(idempotency_key)
+    raw = await request.body()
+    digest = hashlib.sha256(f"parquet {mode.value}\n".encode() + raw).hexdigest()
+    return await run_in_threadpool(_post_parquet, request, principal, raw, mode, key, digest, limit)
+
+
+def _post_parquet(
+    request: Request,
+    principal: Principal,
+    raw: bytes,
+    mode: Mode,
+    key: str | None,
+    digest: str,
+    limit: int,
+) -> JSONResponse:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    replay = _replayed(request, principal, key, digest)
+    if replay is not None:
+        return replay
+    with tempfile.TemporaryDirectory(prefix="tenantcost-api-") as tmp:
+        path = Path(tmp) / "usage.parquet"
+        path.write_bytes(raw)
+        try:
+            rows = pq.ParquetFile(path).metadata.num_rows
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise HTTPException(422, f"usage.parquet: not a Parquet file ({exc})") from None
+        if rows > limit:
+            raise _too_large(rows, limit)
+        return _ingest(request, principal, _Upload(path, "usage.parquet", 1), mode, key, digest)

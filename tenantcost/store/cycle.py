@@ -1,0 +1,484 @@
+"""The closed-period cycle: ``close`` issues a month's statements, ``reopen`` unlocks it.
+
+A month's state is the action of its latest ``month_event`` (closed after a close; open
+before any event and after a reopen), so the state and its whole history are one append-only
+table and nothing issued is ever updated or deleted.
+
+``close`` issues revision N+1 (1 at first) of every client's statement from a run of the
+month on the current inputs: the latest recorded run when nothing it depends on changed
+since (the month's committed batches and their sha256, the stored rule file, the rule
+versions in force for the month, no ``--key`` override, the same tenantcost), else a new run.
+Every client of the new run and of revision N gets a row; a client revision N had and the new
+run no longer has gets amount 0, so each client's latest row is always the month's latest
+revision and its difference says what was withdrawn.
+
+Writers check a month's state inside their own write transaction (:func:`refuse_if_closed`,
+:func:`refuse_rule_version`), and close writes inside the same lock, so a close and an ingest
+never race: whichever commits second sees the other's result.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import Connection, Engine, Subquery, func, insert, select
+
+from tenantcost import __version__
+from tenantcost.errors import InputError
+from tenantcost.store.data import Store
+from tenantcost.store.lock import write_transaction
+from tenantcost.store.models import (
+    MonthEvent,
+    RuleFile,
+    RuleVersion,
+    Run,
+    RunClient,
+    RunInput,
+    Statement,
+    table,
+    utcnow,
+)
+from tenantcost.store.status import missing_hours
+from tenantcost.timefmt import iso_offset, utc
+from tenantcost.windows import Period
+
+FOREVER = datetime(9999, 12, 1, tzinfo=UTC)
+"""The end of the last rule version's time in force."""
+
+
+class MonthState(StrEnum):
+    """Whether a month's inputs and rules may still change."""
+
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class MonthAction(StrEnum):
+    """What a ``month_event`` row records."""
+
+    CLOSE = "close"
+    REOPEN = "reopen"
+
+
+class MonthClosed(InputError):
+    """Refused because a month is closed (exit 2); the message names ``reopen``."""
+
+
+class MonthNotClosed(InputError):
+    """``reopen`` of a month that is not closed (exit 2)."""
+
+
+class IncompleteMonth(InputError):
+    """``close`` of a month with hours lacking costs or usage, without ``--allow-incomplete``."""
+
+
+@dataclass(frozen=True)
+class Closed:
+    """What a close issued: ``statements`` has one row per client (``client, amount,
+    previous_amount`` (nullable), ``difference``), by client, in micro-units."""
+
+    month: str
+    revision: int
+    run_id: str
+    reused_run: bool
+    incomplete: bool
+    detail: str | None
+    reason: str | None
+    issued_at: datetime
+    currency: str
+    statements: pd.DataFrame
+
+
+@dataclass(frozen=True)
+class Reopened:
+    """A reopen: the revision it unlocked (the next close issues ``revision + 1``)."""
+
+    month: str
+    revision: int
+    reason: str
+    at: datetime
+    actor: str
+
+
+@dataclass(frozen=True)
+class Issued:
+    """A month's latest issued revision (it stays the latest issued while reopened)."""
+
+    month: str
+    revision: int
+    run_id: str
+    event_id: int
+    issued_at: datetime
+    issued_by: str
+    reason: str | None
+    incomplete: bool
+    detail: str | None
+    rule_ids: list[str]
+    state: MonthState
+
+
+@contextmanager
+def connected(bind: Connection | Engine) -> Iterator[Connection]:
+    """A connection: ``bind`` itself, or a new one of an engine (closed afterwards)."""
+    if isinstance(bind, Connection):
+        yield bind
+        return
+    with bind.connect() as connection:
+        yield connection
+
+
+def _latest_events(first: str, last: str) -> Subquery:
+    """A subquery: the id of the latest event of each month from ``first`` to ``last``
+    (``YYYY-MM`` strings order like the months)."""
+    e = table(MonthEvent).c
+    query = select(e.month, func.max(e.id).label("id")).where(e.month >= first, e.month <= last)
+    return query.group_by(e.month).subquery()
+
+
+def _latest_event(connection: Connection, month: str) -> dict[str, Any] | None:
+    e = table(MonthEvent).c
+    row = (
+        connection.execute(select(table(MonthEvent)).where(e.month == month).order_by(e.id.desc()))
+        .mappings()
+        .first()
+    )
+    return dict(row) if row is not None else None
+
+
+def month_state(bind: Connection | Engine, month: str) -> MonthState:
+    """Closed after a close, open before any close and after a reopen."""
+    with connected(bind) as connection:
+        event = _latest_event(connection, month)
+    closed = event is not None and event["action"] == MonthAction.CLOSE
+    return MonthState.CLOSED if closed else MonthState.OPEN
+
+
+def issued_revision(bind: Connection | Engine, month: str) -> int:
+    """The month's latest issued revision; 0 when it was never closed."""
+    e = table(MonthEvent).c
+    with connected(bind) as connection:
+        query = select(func.max(e.revision)).where(
+            e.month == month, e.action == MonthAction.CLOSE.value
+        )
+        return int(connection.execute(query).scalar() or 0)
+
+
+def latest_issued(bind: Connection | Engine, month: str) -> Issued | None:
+    """The month's latest issued revision and the run it was issued from (``None`` when the
+    month was never closed). ``report --from-db`` renders this run's figures."""
+    e = table(MonthEvent).c
+    with connected(bind) as connection:
+        row = connection.execute(
+            select(table(MonthEvent), table(Run).c.rule_ids)
+            .join(table(Run), table(Run).c.id == e.run_id)
+            .where(e.month == month, e.action == MonthAction.CLOSE.value)
+            .order_by(e.revision.desc())
+            .limit(1)
+        ).first()
+        if row is None:
+            return None
+        state = month_state(connection, month)
+    return Issued(month, row.revision, str(row.run_id), row.id, row.at, row.actor, row.reason,
+                  bool(row.incomplete), row.detail, json.loads(row.rule_ids), state)  # fmt: skip
+
+
+def statements(bind: Connection | Engine, month: str, revision: int | None = None) -> pd.DataFrame:
+    """The statements of ``month`` at ``revision`` (default: the latest issued), by client:
+    ``client, revision, amount, previous_amount, difference, currency, run_id, reason,
+    incomplete, issued_at, issued_by`` (amounts in micro-units; previous_amount nullable)."""
+    s = table(Statement).c
+    columns = ["client", "revision", "amount", "previous_amount", "difference", "currency",
+               "run_id", "reason", "incomplete", "issued_at", "issued_by"]  # fmt: skip
+    with connected(bind) as connection:
+        wanted = revision if revision is not None else issued_revision(connection, month)
+        result = connection.execute(
+            select(*(s[c] for c in columns))
+            .where(s.month == month, s.revision == wanted)
+            .order_by(s.client)
+        )
+        frame = pd.DataFrame(result.all(), columns=columns)
+    return frame.astype({"amount": "int64", "previous_amount": "Int64", "difference": "int64"})
+
+
+def closed_months(bind: Connection | Engine, start: datetime, end: datetime) -> list[str]:
+    """The closed months among those ``[start, end)`` overlaps (UTC), in order."""
+    first, last = utc(start), utc(end) - pd.Timedelta(microseconds=1)
+    if last < first:
+        return []
+    e, latest = table(MonthEvent).c, _latest_events(f"{first:%Y-%m}", f"{last:%Y-%m}")
+    query = (
+        select(e.month)
+        .join(latest, latest.c.id == e.id)
+        .where(e.action == MonthAction.CLOSE.value)
+        .order_by(e.month)
+    )
+    with connected(bind) as connection:
+        return [str(m) for m in connection.execute(query).scalars()]
+
+
+def _reopen_hint(month: str) -> str:
+    return f"run `tenantcost reopen --month {month} --reason TEXT` first"
+
+
+def refuse_if_closed(connection: Connection, start: datetime, end: datetime, what: str) -> None:
+    """Refuse (:class:`MonthClosed`, exit 2) a write that would change a closed month's
+    inputs: ``[start, end)`` is what it covers, ``what`` names it (``"ingest usage"``).
+    Call it inside the writer's write transaction, so no close can slip in between."""
+    closed = closed_months(connection, start, end)
+    if closed:
+        month = closed[0]
+        revision = issued_revision(connection, month)
+        raise MonthClosed(
+            f"{what} would change {', '.join(closed)}, closed (revision {revision} issued): "
+            f"{_reopen_hint(month)}, then ingest the correction and close again"
+        )
+
+
+def refuse_rule_version(connection: Connection, rule_id: str, effective_from: datetime) -> None:
+    """Refuse a new rule version that would be in force for an hour of a closed month: from
+    its ``effective_from`` until the next stored version's (or for ever)."""
+    v = table(RuleVersion).c
+    following = connection.execute(
+        select(func.min(v.effective_from)).where(v.effective_from > effective_from)
+    ).scalar()
+    end = following if following is not None else FOREVER
+    closed = closed_months(connection, effective_from, end)
+    if closed:
+        month = closed[0]
+        raise MonthClosed(
+            f"rule version '{rule_id}' (effective_from {iso_offset(effective_from)}) "
+            f"would be in force for hours of {', '.join(closed)}, closed (revision "
+            f"{issued_revision(connection, month)} issued): {_reopen_hint(month)}"
+        )
+
+
+def stored_cycle_months(bind: Connection | Engine) -> list[str]:
+    """Every month with a close or reopen, in order."""
+    e = table(MonthEvent).c
+    with connected(bind) as connection:
+        return [str(m) for m in connection.execute(select(e.month).distinct().order_by(e.month))
+                .scalars()]  # fmt: skip
+
+
+def rules_in_force(connection: Connection, period: Period) -> list[str]:
+    """The stored rule versions in force for some hour of ``period``, by effective date."""
+    v = table(RuleVersion).c
+    rows = connection.execute(select(v.rule_id, v.effective_from).order_by(v.effective_from))
+    versions = pd.DataFrame(rows.all(), columns=["rule_id", "effective_from"])
+    if versions.empty:
+        return []
+    starts = pd.to_datetime(versions["effective_from"], utc=True)
+    ends = starts.shift(-1).fillna(pd.Timestamp(FOREVER))
+    return versions["rule_id"][(starts < period.end) & (ends > period.start)].tolist()
+
+
+def _reusable(connection: Connection, run: dict[str, Any], period: Period) -> bool:
+    """True when ``run`` used exactly what a run now would: the month's committed batches with
+    their sha256, the latest stored rule file, no key override, this tenantcost.
+
+    Any new rule version comes with a new ``rule_file`` row (the latest file then differs), so
+    the file's sha256 covers the rules; the versions the run used must also still be in force
+    (they always are, versions never change: a cheap guard). The run names only the versions
+    its cost windows used, so equality with every version in force would refuse to reuse a
+    run for a version in force over hours without costs, which changes nothing."""
+    from tenantcost.store.runs import month_inputs
+
+    i = table(RunInput).c
+    used = pd.DataFrame(
+        connection.execute(
+            select(i.batch_id, i.kind, i.sha256).where(i.run_id == run["id"]).order_by(i.batch_id)
+        ).all(),
+        columns=["batch_id", "kind", "sha256"],
+    )
+    now = month_inputs(connection, period)
+    latest_file = connection.execute(
+        select(table(RuleFile).c.sha256).order_by(table(RuleFile).c.id.desc()).limit(1)
+    ).scalar()
+    return (
+        used.astype(str).equals(now.astype(str))
+        and run["rule_file_sha256"] == latest_file
+        and set(json.loads(str(run["rule_ids"]))) <= set(rules_in_force(connection, period))
+        and run["key_override"] is None
+        and run["code_version"] == __version__
+    )
+
+
+def _latest_run(connection: Connection, month: str) -> dict[str, Any] | None:
+    r = table(Run).c
+    row = (
+        connection.execute(
+            select(table(Run)).where(r.month == month).order_by(r.started_at.desc()).limit(1)
+        )
+        .mappings()
+        .first()
+    )
+    return dict(row) if row is not None else None
+
+
+def _check_closable(connection: Connection, month: str, allow_incomplete: bool) -> str | None:
+    """Refuse a closed or (without ``allow_incomplete``) incomplete month; returns the note of
+    what is missing (``None`` when complete)."""
+    event = _latest_event(connection, month)
+    if event is not None and event["action"] == MonthAction.CLOSE:
+        raise MonthClosed(
+            f"{month} is already closed (revision {event['revision']} issued "
+            f"{iso_offset(event['at'])} by {event['actor']}): to issue revision "
+            f"{event['revision'] + 1}, run `tenantcost reopen --month {month} --reason "
+            "TEXT`, ingest the corrections, then close again"
+        )
+    missing = missing_hours(connection, month)
+    if missing.complete:
+        return None
+    if not allow_incomplete:
+        raise IncompleteMonth(
+            f"{month} is incomplete: {missing.text()}; ingest the missing hours, or pass "
+            "--allow-incomplete to issue statements that say the month is incomplete"
+        )
+    return missing.text()
+
+
+def _run_for_close(store: Store, month: str, actor: str, wait: float) -> tuple[str, bool]:
+    """The run to issue from: the latest one when still current, else a new one."""
+    from tenantcost.store.runs import run_month
+
+    period = Period.month(month)
+    with store.engine.connect() as connection:
+        latest = _latest_run(connection, month)
+        if latest is not None and _reusable(connection, latest, period):
+            return str(latest["id"]), True
+    return run_month(store, month, key=None, actor=actor, wait=wait).run_id, False
+
+
+def close_month(
+    store: Store, month: str, *, allow_incomplete: bool = False, actor: str, wait: float = 0.0
+) -> Closed:
+    """Issue the next revision of every client's statement for ``month`` and close it.
+
+    Checks run twice: before the (possibly long) run, to fail fast, and again under the write
+    lock with the run's inputs compared to the store's, so a concurrent ingest or rule load
+    makes the close fail (run it again) rather than issue figures of stale inputs."""
+    period = Period.month(month)
+    with store.engine.connect() as connection:
+        _check_closable(connection, month, allow_incomplete)
+    run_id, reused = _run_for_close(store, month, actor, wait)
+    from tenantcost.store.report_figures import pending_figures
+
+    pending = pending_figures(store, run_id)  # the sheets' figures; slow, so before the lock
+    with write_transaction(store.engine, wait) as connection:
+        detail = _check_closable(connection, month, allow_incomplete)
+        run = _latest_run(connection, month)
+        if run is None or run["id"] != run_id or not _reusable(connection, run, period):
+            raise InputError(
+                f"the inputs or rules of {month} changed while closing; run close again"
+            )
+        if pending is not None:
+            pending.record(connection)
+        return _issue(connection, run, detail, actor, reused)
+
+
+def _issue(
+    connection: Connection, run: dict[str, Any], detail: str | None, actor: str, reused: bool
+) -> Closed:
+    """Write the close event and the statements of revision N+1 (one bulk insert)."""
+    month, run_id = str(run["month"]), str(run["id"])
+    previous = issued_revision(connection, month)
+    revision = previous + 1
+    last = _latest_event(connection, month)
+    reopened = last is not None and last["action"] == MonthAction.REOPEN
+    reason = str(last["reason"]) if last is not None and reopened else None
+    now = utcnow()
+    event = {"month": month, "action": MonthAction.CLOSE.value, "revision": revision,
+             "reason": reason, "run_id": run_id, "incomplete": detail is not None,
+             "detail": detail, "at": now, "actor": actor}  # fmt: skip
+    event_id = connection.execute(
+        insert(table(MonthEvent)).returning(table(MonthEvent).c.id), [event]
+    ).scalar_one()
+    c = table(RunClient).c
+    current = pd.DataFrame(
+        connection.execute(select(c.client, c.amount).where(c.run_id == run_id)).all(),
+        columns=["client", "amount"],
+    )
+    before = statements(connection, month, previous)[["client", "amount"]]
+    rows = _statement_rows(current, before.rename(columns={"amount": "previous_amount"}))
+    common = {"month": month, "revision": revision, "currency": run["currency"],
+              "run_id": run_id, "event_id": event_id, "rule_ids": run["rule_ids"],
+              "reason": reason, "incomplete": detail is not None, "issued_at": now,
+              "issued_by": actor}  # fmt: skip
+    if not rows.empty:
+        records = rows.astype(object).where(rows.notna(), None).to_dict("records")
+        connection.execute(insert(table(Statement)), [common | r for r in records])
+    return Closed(month, revision, run_id, reused, detail is not None, detail, reason, now,
+                  str(run["currency"]), rows)  # fmt: skip
+
+
+def _statement_rows(current: pd.DataFrame, before: pd.DataFrame) -> pd.DataFrame:
+    """``client, amount, previous_amount, difference``: every client of the run and of the
+    previous revision (one the run no longer has gets 0), by client."""
+    rows = current.merge(before, on="client", how="outer").sort_values("client")
+    rows["amount"] = rows["amount"].fillna(0).astype("int64")
+    rows["previous_amount"] = rows["previous_amount"].astype("Int64")
+    rows["difference"] = (rows["amount"] - rows["previous_amount"].fillna(0)).astype("int64")
+    return rows[["client", "amount", "previous_amount", "difference"]].reset_index(drop=True)
+
+
+def reopen_month(
+    engine: Engine, month: str, *, reason: str, actor: str, wait: float = 0.0
+) -> Reopened:
+    """Unlock a closed month for corrections, recording why; the next close issues the next
+    revision with this reason. Refuses an empty reason and a month that is not closed."""
+    Period.month(month)
+    reason = " ".join(reason.split())
+    if not reason:
+        raise InputError("--reason is empty: say why the month is reopened (it goes on the "
+                         "next revision's statements)")  # fmt: skip
+    with write_transaction(engine, wait) as connection:
+        event = _latest_event(connection, month)
+        if event is None or event["action"] != MonthAction.CLOSE:
+            state = (
+                "never closed"
+                if event is None
+                else (f"reopened after revision {event['revision']}, not closed since")
+            )
+            raise MonthNotClosed(
+                f"{month} is not closed ({state}): nothing to reopen; `tenantcost close "
+                f"--month {month}` issues its next revision"
+            )
+        revision, now = int(event["revision"]), utcnow()
+        connection.execute(insert(table(MonthEvent)), [{
+            "month": month, "action": MonthAction.REOPEN.value, "revision": revision,
+            "reason": reason, "run_id": None, "incomplete": False, "detail": None,
+            "at": now, "actor": actor}])  # fmt: skip
+    return Reopened(month, revision, reason, now, actor)
+
+
+__all__ = [
+    "FOREVER",
+    "Closed",
+    "IncompleteMonth",
+    "Issued",
+    "MonthAction",
+    "MonthClosed",
+    "MonthNotClosed",
+    "MonthState",
+    "Reopened",
+    "close_month",
+    "closed_months",
+    "connected",
+    "issued_revision",
+    "latest_issued",
+    "missing_hours",
+    "month_state",
+    "refuse_if_closed",
+    "refuse_rule_version",
+    "reopen_month",
+    "rules_in_force",
+    "statements",
+    "stored_cycle_months",
+]

@@ -1,0 +1,422 @@
+"""The web pages over HTTP (httpx, no browser) against a real uvicorn on 127.0.0.1, on SQLite
+and a real PostgreSQL 15: login and logout, the session cookie's flags and signature, CSRF on
+every form, a revoked or expired token's session refused at once, the same 404 page for
+another client's URL and a missing client's, the 403 page, search paging, the client and
+finance month pages with their figures, and close / reopen through the forms."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sqlalchemy import select
+
+from tenantcost.service.session import COOKIE_NAME, Session, SessionCodec
+from tenantcost.service.tokens import create_token, revoke_token
+from tenantcost.store.engine import open_engine
+from tenantcost.store.models import Statement, table
+from tenantcost.store.settings import resolve_settings
+
+from .service_web_server import MONTH, Served, running_service, served_example
+
+CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def served(request: pytest.FixtureRequest, tmp_path_factory) -> Iterator[Served]:
+    """The example with 2026-11 closed (revision 1), served; one per backend."""
+    folder = tmp_path_factory.mktemp(f"pages-{request.param}")
+    if request.param == "sqlite":
+        db = f"sqlite:///{folder / 'store.db'}"
+    else:
+        from .postgres_fixture import new_database
+
+        db = new_database(request.getfixturevalue("postgres_admin_url"))
+    with served_example(db, folder / "data", close=True) as service:
+        yield service
+
+
+def page_csrf(client: httpx.Client, path: str = "/login") -> str:
+    response = client.get(path)
+    match = CSRF.search(response.text)
+    assert match, f"no CSRF field on {path}: {response.status_code}"
+    return match.group(1)
+
+
+def logged_in(served: Served, who: str) -> httpx.Client:
+    client = httpx.Client(base_url=served.url, timeout=60)
+    done = client.post(
+        "/login",
+        data={"token": served.tokens[who], "csrf_token": page_csrf(client), "next": "/clients"},
+    )
+    assert done.status_code == 303 and done.headers["location"] == "/clients", done.text
+    return client
+
+
+def engine_of(served: Served):
+    return open_engine(resolve_settings(db=served.db, data=served.data, environ={}))
+
+
+def set_cookie_attributes(response: httpx.Response) -> dict[str, str]:
+    header = response.headers["set-cookie"]
+    parts = [p.strip() for p in header.split(";")]
+    return {p.split("=", 1)[0].lower(): (p.split("=", 1)[1] if "=" in p else "") for p in parts}
+
+
+def test_login_sets_a_signed_httponly_lax_cookie_secure_behind_https(served: Served):
+    client = httpx.Client(base_url=served.url)
+    form = {"token": served.tokens["finance"], "csrf_token": page_csrf(client)}
+    done = client.post("/login", data=form)
+    assert done.status_code == 303
+    attrs = set_cookie_attributes(done)
+    assert "httponly" in attrs and attrs["samesite"].lower() == "lax" and attrs["path"] == "/"
+    assert "secure" not in attrs  # plain HTTP on loopback
+    assert served.tokens["finance"] not in done.headers["set-cookie"]  # never the token itself
+    session = SessionCodec(served.secret).loads(client.cookies[COOKIE_NAME])
+    assert session is not None and session.token_name == "test-finance"
+    # behind a TLS-terminating proxy (X-Forwarded-Proto: https) the cookie is Secure
+    proxied = httpx.Client(base_url=served.url, headers={"X-Forwarded-Proto": "https"})
+    form = {"token": served.tokens["finance"], "csrf_token": page_csrf(proxied)}
+    assert "secure" in set_cookie_attributes(proxied.post("/login", data=form))
+
+
+def test_wrong_token_is_refused_on_the_form(served: Served):
+    client = httpx.Client(base_url=served.url)
+    refused = client.post(
+        "/login", data={"token": "tc_not-a-token", "csrf_token": page_csrf(client)}
+    )
+    assert refused.status_code == 401
+    assert "not valid" in refused.text and 'aria-invalid="true"' in refused.text
+    assert client.get("/clients").status_code == 303  # still not logged in
+
+
+def test_every_form_needs_its_csrf_value(served: Served):
+    anonymous = httpx.Client(base_url=served.url)
+    page_csrf(anonymous)
+    for form in ({"token": served.tokens["finance"]},
+                 {"token": served.tokens["finance"], "csrf_token": "forged"}):  # fmt: skip
+        assert anonymous.post("/login", data=form).status_code == 403
+    finance = logged_in(served, "finance")
+    reopen = finance.post(f"/months/{MONTH}/reopen", data={"reason": "x", "csrf_token": "forged"})
+    assert reopen.status_code == 403
+    assert finance.post("/logout", data={}).status_code == 403
+    # nothing happened: the month is still closed, the session still works
+    month = finance.get(f"/months/{MONTH}")
+    assert month.status_code == 200 and 'id="state">closed<' in month.text
+    # a cookie-authenticated API write needs the X-CSRF-Token header too (else 401)
+    api = finance.post(f"/api/v1/months/{MONTH}/reopen", json={"reason": "csrf test"})
+    assert api.status_code == 401
+    assert 'id="state">closed<' in finance.get(f"/months/{MONTH}").text
+
+
+def test_logout_ends_the_session(served: Served):
+    client = logged_in(served, "manager")
+    assert client.get("/clients").status_code == 200
+    copy = client.cookies[COOKIE_NAME]  # a copy of the cookie taken before logout
+    other_tab = logged_in(served, "manager")  # another session of the same token
+    done = client.post("/logout", data={"csrf_token": page_csrf(client, "/clients")})
+    assert done.status_code == 303 and done.headers["location"].startswith("/login")
+    assert COOKIE_NAME not in client.cookies
+    again = client.get("/clients")
+    assert again.status_code == 303 and again.headers["location"].startswith("/login")
+    assert client.get("/api/v1/clients").status_code == 401
+    replayed = httpx.get(f"{served.url}/clients", cookies={COOKIE_NAME: copy})
+    assert replayed.status_code == 303  # ended in the store: refused on every worker
+    assert httpx.get(f"{served.url}/api/v1/clients", cookies={COOKIE_NAME: copy}).status_code == 401
+    assert other_tab.get("/clients").status_code == 200  # only that session ended
+
+
+def test_a_revoked_or_expired_tokens_session_is_refused_at_once(served: Served):
+    engine = engine_of(served)
+    try:
+        secret, _ = create_token(engine, "account-manager", clients=["client-a"],
+                                 name="pages-revoked", actor="tests")  # fmt: skip
+        short, _ = create_token(engine, "finance", name="pages-expiring",
+                                expires=timedelta(seconds=2), actor="tests")  # fmt: skip
+    finally:
+        engine.dispose()
+    client = httpx.Client(base_url=served.url)
+    client.post("/login", data={"token": secret, "csrf_token": page_csrf(client)})
+    assert client.get("/clients/client-a").status_code == 200
+    expiring = httpx.Client(base_url=served.url)
+    expiring.post("/login", data={"token": short, "csrf_token": page_csrf(expiring)})
+    assert expiring.get("/months").status_code == 200
+    engine = engine_of(served)
+    try:
+        revoke_token(engine, "pages-revoked", actor="tests")
+    finally:
+        engine.dispose()
+    for path in ("/clients/client-a", "/clients"):
+        refused = client.get(path)
+        assert refused.status_code == 303 and refused.headers["location"].startswith("/login")
+    assert client.get("/api/v1/clients/client-a").status_code == 401
+    time.sleep(2.2)
+    assert expiring.get("/months").status_code == 303
+
+
+def test_forged_or_foreign_cookies_are_not_sessions(served: Served):
+    engine = engine_of(served)
+    try:
+        from tenantcost.service.tokens import list_tokens
+
+        admin = next(t for t in list_tokens(engine) if t.name == "test-admin")
+    finally:
+        engine.dispose()
+    forged = SessionCodec("another-secret-of-enough-length").dumps(
+        Session("csrf", "test-admin", admin.id, int(time.time()), "f" * 32)
+    )
+    client = httpx.Client(base_url=served.url, cookies={COOKIE_NAME: forged})
+    assert client.get("/clients").status_code == 303
+    assert client.get("/api/v1/tokens").status_code == 401
+    genuine = SessionCodec(served.secret).dumps(
+        Session("csrf", "test-admin", admin.id, int(time.time()), "f" * 32)
+    )
+    assert httpx.get(f"{served.url}/clients", cookies={COOKIE_NAME: genuine}).status_code == 200
+    tampered = genuine[:-2] + ("AA" if not genuine.endswith("AA") else "BB")
+    assert httpx.get(f"{served.url}/clients", cookies={COOKIE_NAME: tampered}).status_code == 303
+
+
+def test_sessions_survive_a_restart_with_the_same_secret(served: Served):
+    client = logged_in(served, "manager")
+    cookie = client.cookies[COOKIE_NAME]
+    with running_service(served.db, served.data, served.secret) as other:  # a second process
+        page = httpx.get(f"{other}/clients/client-a", cookies={COOKIE_NAME: cookie})
+        assert page.status_code == 200 and "Client client-a" in page.text
+    with running_service(served.db, served.data, served.secret + "-rotated") as rotated:
+        page = httpx.get(f"{rotated}/clients/client-a", cookies={COOKIE_NAME: cookie})
+        assert page.status_code == 303
+
+
+def test_another_clients_url_is_the_same_404_page_as_a_missing_client(served: Served):
+    manager = logged_in(served, "manager")
+    other = manager.get("/clients/client-b")
+    missing = manager.get("/clients/no-such-client")
+    other_month = manager.get(f"/clients/client-b?month={MONTH}")
+    assert other.status_code == missing.status_code == other_month.status_code == 404
+    assert other.content == missing.content == other_month.content
+    assert "client-b" not in other.text and "Page not found" in other.text
+    unknown = manager.get("/no/such/page")  # any unknown page URL: the same page
+    assert unknown.status_code == 404 and unknown.content == other.content
+    assert manager.get("/api/v1/no-such-route").json() == {"detail": "Not Found"}
+    sheet = manager.get(f"/api/v1/clients/client-b/months/{MONTH}/sheet.pdf")
+    assert sheet.status_code == 404
+    # finance sees both; a month of a client with no figure is a 404 too
+    finance = logged_in(served, "finance")
+    assert finance.get("/clients/client-b").status_code == 200
+    assert finance.get("/clients/no-such-client").status_code == 404
+    assert finance.get("/clients/client-b?month=2026-10").status_code == 404
+
+
+def test_cluster_pages_are_403_for_account_managers(served: Served):
+    manager = logged_in(served, "manager")
+    for path in ("/months", f"/months/{MONTH}"):
+        page = manager.get(path)
+        assert page.status_code == 403 and "Not allowed" in page.text
+        assert "reference total" not in page.text
+    csrf = page_csrf(manager, "/clients")
+    close = manager.post(f"/months/{MONTH}/reopen", data={"csrf_token": csrf, "reason": "no"})
+    assert close.status_code == 403
+    ingest = logged_in(served, "ingest")
+    assert ingest.get("/clients").status_code == 403
+
+
+def test_search_is_server_side_paged_and_scoped(served: Served):
+    finance = logged_in(served, "finance")
+    first = finance.get("/clients", params={"per_page": 1})
+    assert first.status_code == 200
+    assert "3 clients, showing 1 to 1" in first.text and "page 1 of 3" in first.text
+    assert 'href="/clients/client-a"' in first.text and "client-b" not in first.text
+    assert "/clients?q=&amp;page=2&amp;per_page=1" in first.text
+    second = finance.get("/clients", params={"per_page": 1, "page": 2})
+    assert 'href="/clients/client-b"' in second.text and 'rel="prev"' in second.text
+    found = finance.get("/clients", params={"q": "NT-C"})  # any case, part of the id
+    assert "1 client matching" in found.text and 'href="/clients/client-c"' in found.text
+    manager = logged_in(served, "manager")
+    own = manager.get("/clients")
+    assert "1 client," in own.text and "client-b" not in own.text and "client-c" not in own.text
+    assert "0 clients" in manager.get("/clients", params={"q": "client-b"}).text
+
+
+def test_client_page_shows_the_issued_figure_sheet_links_and_history(served: Served):
+    manager = logged_in(served, "manager")
+    page = manager.get("/clients/client-a")
+    assert page.status_code == 200
+    text = page.text
+    assert 'id="amount">0.1235 USD<' in text  # the sheet's own decimals (4 for this month)
+    assert 'id="status">issued<' in text and 'id="revision">1<' in text
+    assert f"/api/v1/clients/client-a/months/{MONTH}/sheet.pdf" in text
+    assert f"/api/v1/clients/client-a/months/{MONTH}/sheet.md" in text
+    assert '<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img"' in text
+    assert '<th scope="col">Month</th>' in text and "<caption>" in text
+    for other in ("client-b", "client-c", "0.0772", "0.0016"):
+        assert other not in text  # never another client's name or figure
+    assert "frame-ancestors 'self'" in page.headers["content-security-policy"]
+    assert "script-src" not in page.headers["content-security-policy"]  # default-src 'none'
+    assert page.headers["x-frame-options"] == "SAMEORIGIN"
+    assert page.headers["cache-control"] == "no-store"
+    pdf = manager.get(f"/api/v1/clients/client-a/months/{MONTH}/sheet.pdf")
+    assert pdf.status_code == 200 and pdf.content.startswith(b"%PDF-")
+
+
+def test_finance_month_page_shows_cascade_idle_keys_and_provenance(served: Served):
+    finance = logged_in(served, "finance")
+    page = finance.get(f"/months/{MONTH}")
+    assert page.status_code == 200
+    text = page.text
+    assert 'id="state">closed<' in text and 'id="revision">1<' in text
+    assert 'aria-labelledby="cascade-chart-t cascade-chart-d"' in text  # the waterfall
+    for figure in ("0.2022", "0.3219", "0.6434", "100.0 %"):  # clients, idle, reference
+        assert figure in text
+    assert 'id="idle-ratio">55.7 %<' in text
+    for key in ("the rule", "CPU seconds", "requests", "even split"):
+        assert f">{key}</th>" in text
+    for amount in ("0.1235", "0.0897", "0.1513", "0.0674"):  # client-a under each key
+        assert amount in text
+    assert "reopen-form" in text and "close-form" not in text
+    assert text.count('<th scope="row" class="num">') == 2  # the two batches the run read
+    assert "usage.csv" in text and "costs.json" in text
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def open_month(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
+    """The example ingested, 2026-11 not closed yet, served."""
+    if request.param == "sqlite":
+        db = f"sqlite:///{tmp_path / 'store.db'}"
+    else:
+        from .postgres_fixture import new_database
+
+        db = new_database(request.getfixturevalue("postgres_admin_url"))
+    with served_example(db, tmp_path / "data", close=False) as service:
+        yield service
+
+
+def test_close_and_reopen_through_the_forms(open_month: Served):
+    finance = logged_in(open_month, "finance")
+    month = finance.get(f"/months/{MONTH}")
+    assert 'id="state">open<' in month.text and "close-form" in month.text
+    csrf = CSRF.search(month.text).group(1)  # type: ignore[union-attr]
+    refused = finance.post(f"/months/{MONTH}/close", data={"csrf_token": csrf})
+    assert refused.status_code == 409 and "--allow-incomplete" in refused.text  # 1 h of 720
+    closed = finance.post(f"/months/{MONTH}/close",
+                          data={"csrf_token": csrf, "allow_incomplete": "1"})  # fmt: skip
+    assert closed.status_code == 303
+    shown = finance.get(closed.headers["location"])
+    assert "Closed: revision 1 issued." in shown.text and 'id="revision">1<' in shown.text
+    empty = finance.post(f"/months/{MONTH}/reopen", data={"csrf_token": csrf, "reason": "  "})
+    assert empty.status_code == 422 and 'id="state">closed<' in empty.text
+    reopened = finance.post(f"/months/{MONTH}/reopen",
+                            data={"csrf_token": csrf, "reason": "usage corrected"})  # fmt: skip
+    assert reopened.status_code == 303
+    page = finance.get(reopened.headers["location"])
+    assert "Reopened" in page.text and 'id="state">open<' in page.text
+    assert "usage corrected" in page.text  # the events table
+    again = finance.post(f"/months/{MONTH}/close",
+                         data={"csrf_token": csrf, "allow_incomplete": "1"})  # fmt: skip
+    assert again.headers["location"].endswith("closed-2")
+    engine = engine_of(open_month)
+    try:
+        with engine.connect() as connection:
+            s = table(Statement).c
+            rows = connection.execute(select(s.client, s.revision, s.reason)
+                                      .where(s.revision == 2)).all()  # fmt: skip
+    finally:
+        engine.dispose()
+    assert sorted(r.client for r in rows) == ["client-a", "client-b", "client-c"]
+    assert {r.reason for r in rows} == {"usage corrected"}
+    client = finance.get("/clients/client-b")
+    assert 'id="status">restated<' in client.text and 'id="revision">2<' in client.text
+    assert 'id="reason">usage corrected<' in client.text
+
+
+def test_the_demo_ships_the_bundled_example_byte_for_byte():
+    from tenantcost.service.demo import example_files
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "saas-three-clients"
+    for name, path in example_files().items():
+        assert path.read_bytes() == (example / path.name).read_bytes(), name
+
+
+def test_login_never_redirects_off_site(served: Served):
+    client = httpx.Client(base_url=served.url)
+    for target in ("//evil.example/x", "https://evil.example/", "/\\evil.example"):
+        done = client.post("/login", data={"token": served.tokens["finance"], "next": target,
+                                           "csrf_token": page_csrf(client)})  # fmt: skip
+        assert done.status_code == 303 and done.headers["location"] == "/clients"
+    done = client.post("/login", data={"token": served.tokens["finance"], "csrf_token":
+                                       page_csrf(client), "next": f"/months/{MONTH}"})  # fmt: skip
+    assert done.headers["location"] == f"/months/{MONTH}"
+
+
+def test_serve_demo_comes_up_within_a_minute_with_working_tokens(tmp_path: Path):
+    """``tenantcost serve --demo``: the real command, as a newcomer runs it."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as probe:  # a free port for the command's --port
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TENANTCOST_")}
+    started = time.monotonic()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tenantcost", "serve", "--demo", "--port", str(port)],
+        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        lines = [process.stdout.readline() for _ in range(5)]
+        tokens = dict(re.findall(r"^\s+(admin|account-manager) token.*?(tc_\S+)$",
+                                 "".join(lines), flags=re.M))  # fmt: skip
+        store = re.search(r"sqlite:///(\S+)/tenantcost\.db", "".join(lines))
+        assert f"http://127.0.0.1:{port}/" in "".join(lines) and store, lines
+        client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
+        while True:
+            try:
+                if client.get("/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                assert time.monotonic() - started < 60 and process.poll() is None
+                time.sleep(0.2)
+        assert time.monotonic() - started < 60
+        client.post("/login", data={"token": tokens["account-manager"],
+                                    "csrf_token": page_csrf(client)})  # fmt: skip
+        page = client.get("/clients/client-a")
+        assert page.status_code == 200 and 'id="status">issued<' in page.text
+        assert client.get("/clients/client-b").status_code == 404
+        admin = httpx.get(f"http://127.0.0.1:{port}/api/v1/tokens",
+                          headers={"Authorization": f"Bearer {tokens['admin']}"})  # fmt: skip
+        assert admin.status_code == 200 and len(admin.json()) == 2
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    assert not Path(store.group(1)).exists()  # the temporary store went with the server
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    name=st.text(min_size=1, max_size=40),
+    token_id=st.integers(min_value=1, max_value=2**31),
+    position=st.integers(min_value=0),
+    replacement=st.characters(codec="ascii"),
+)
+def test_a_session_cookie_round_trips_and_any_altered_character_voids_it(
+    name: str, token_id: int, position: int, replacement: str
+):
+    codec = SessionCodec("a-secret-of-at-least-sixteen")
+    session = Session("csrf-value", name, token_id, int(time.time()), "a" * 32)
+    cookie = codec.dumps(session)
+    assert codec.loads(cookie) == session
+    assert SessionCodec("another-secret-sixteen+").loads(cookie) is None
+    i = position % len(cookie)
+    altered = cookie[:i] + replacement + cookie[i + 1 :]
+    if altered != cookie:
+        loaded = codec.loads(altered)
+        assert loaded is None or loaded == session  # base64 padding bits may not matter
