@@ -16,7 +16,7 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
 from tenantcost.config.base import Strict
 from tenantcost.config.defaults import factory
@@ -34,7 +34,13 @@ class ResidualPolicy(StrEnum):
     """Not at all: all-in cost equals attributed cost, the residual stays on its own line."""
 
 
-Fraction01 = Annotated[Decimal, Field(ge=0, lt=1, allow_inf_nan=False)]
+Fraction01 = Annotated[
+    Decimal,
+    Field(ge=0, lt=1, allow_inf_nan=False),
+    # Stated rather than generated: pydantic's schema for Decimal changes between releases, and
+    # the checked-in config/rules.schema.json must not depend on one (as ExternalCost.amount).
+    WithJsonSchema({"type": "number", "minimum": 0, "exclusiveMaximum": 1}),
+]
 """A margin as a fraction of revenue: 0.7 = 70 %. Decimal, so 0.7 is exactly 7/10."""
 
 
