@@ -1,16 +1,30 @@
-"""Session-wide fixtures shared by several test modules.
+"""Fixtures shared by several test modules.
 
 The PostgreSQL cluster starts only when a test asks for it (the store tests), once per
-session, and stops at teardown.
+session, and stops at teardown. ``browser`` is Debian's headless Chromium driven by
+Playwright (the report pack's and the web app's browser tests), never one downloaded by
+``playwright install``; a missing browser fails the test with the command to run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from .postgres_fixture import running_postgres
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 @pytest.fixture(scope="session")
@@ -28,3 +42,24 @@ def store_url(request: pytest.FixtureRequest, tmp_path) -> str:
     from .postgres_fixture import new_database
 
     return new_database(request.getfixturevalue("postgres_admin_url"))
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        pytest.fail(
+            f"{CHROMIUM} not found: the browser tests need Debian's chromium. Run the README "
+            "test command, bash scripts/test.sh, which installs it (apt-get install chromium)."
+        )
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail(
+            "playwright is not installed: run bash scripts/test.sh (pip install -e .[test])"
+        )
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()

@@ -24,16 +24,6 @@ from typer.testing import CliRunner
 from tenantcost.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 PACKS = {
     "saas": [
         "--config",
@@ -73,27 +63,6 @@ def served(tmp_path_factory) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM.exists():
-        pytest.fail(
-            f"{CHROMIUM} not found: the browser tests need Debian's chromium. Run the README "
-            "test command, bash scripts/test.sh, which installs it (apt-get install chromium)."
-        )
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail(
-            "playwright is not installed: run bash scripts/test.sh (pip install -e .[test])"
-        )
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 def _is_png(path: Path) -> bool:

@@ -23,31 +23,9 @@ import httpx
 import pytest
 
 from .service_web_server import MONTH, Served, served_example
-from .test_report_browser import CHROMIUM, CHROMIUM_ARGS
 
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1100, "height": 900}
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM.exists():
-        pytest.fail(
-            f"{CHROMIUM} not found: the browser tests need Debian's chromium. Run the README "
-            "test command, bash scripts/test.sh, which installs it (apt-get install chromium)."
-        )
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail(
-            "playwright is not installed: run bash scripts/test.sh (pip install -e .[test])"
-        )
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 @pytest.fixture
