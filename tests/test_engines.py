@@ -131,11 +131,23 @@ def test_parquet_streaming_equals_in_memory_allocation(dataset: Path) -> None:
 
 @pytest.mark.parametrize("chunk", ["1h", "1D", "3D"])
 def test_chunk_size_does_not_change_any_figure(dataset: Path, chunk: str) -> None:
+    """Measures too: they are summed over chunks as exact integers, not as floats."""
     base = _stream(dataset, chunk=pd.Timedelta("12h"))
     other = _stream(dataset, chunk=pd.Timedelta(chunk))
-    cols = ["rule_id", "client", "source", "kind", "key", "amount", "windows"]
-    pd.testing.assert_frame_equal(base.lines[cols], other.lines[cols])
+    pd.testing.assert_frame_equal(base.lines, other.lines, check_exact=True)
     assert base.unattributed["amount"].sum() == other.unattributed["amount"].sum()
+
+
+def test_fold_batches_do_not_change_any_figure(dataset: Path, monkeypatch) -> None:
+    """Folding after every chunk gives the figures of folding once at the end."""
+    import tenantcost.engine.fold as fold
+
+    once = _stream(dataset, chunk=pd.Timedelta("1h"))
+    monkeypatch.setattr(fold, "FOLD_ROWS", 1)
+    every = _stream(dataset, chunk=pd.Timedelta("1h"))
+    pd.testing.assert_frame_equal(once.lines, every.lines, check_exact=True)
+    measured = once.lines[once.lines["kind"] != "direct"]
+    assert (measured["measure"] > 0).all() and (measured["share"] <= 1).all()
 
 
 @pytest.fixture(scope="module")

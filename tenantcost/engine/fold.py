@@ -2,7 +2,9 @@
 
 Window-level lines are kept as they come (small runs and tests); period lines are summed per
 client and source in batches of :data:`FOLD_ROWS` rows, so memory stays bounded however many
-chunks a period has. Both ways give the same figures: every sum is over int64 micro-units.
+chunks a period has. Both ways give the same figures: every sum is over int64 micro-units,
+measures included (as exact limbs, ``tenantcost.split.MEASURE_LIMB``), so no figure depends
+on the chunk length or on the batches.
 """
 
 from __future__ import annotations
@@ -16,7 +18,12 @@ from tenantcost.engine.chunks import ChunkOutput, LinesSink
 from tenantcost.kinds import Detail, LineKind
 from tenantcost.plan import Plan
 from tenantcost.result import AllocationResult
-from tenantcost.split import POOL_CLIENT_COLUMNS
+from tenantcost.split import (
+    MEASURE_LIMB,
+    MEASURE_LIMB_COLUMNS,
+    MEASURE_SCALE,
+    POOL_CLIENT_COLUMNS,
+)
 from tenantcost.tables import (
     LINE_DTYPES,
     PERIOD_LINE_COLUMNS,
@@ -30,34 +37,70 @@ POOL_CLIENT_DTYPES = {
     "rule_id": "str", "kind": "str", "source": "str", "key": "str", "min_clients": "int64"
 }  # fmt: skip
 
-FOLD_ROWS = 2_000_000
-"""Per-chunk period lines are folded into the running totals once they pass this many rows."""
+FOLD_ROWS = 500_000
+"""Per-chunk period lines are folded into the running totals once they pass this many rows
+(a few chunks of 10,000 clients: bounded memory without a pandas group-by per chunk)."""
+
+GROUP_KEYS = ["rule_id", "client", "source", "kind", "key"]
+LIMB_DTYPES = {column: "int64" for column in MEASURE_LIMB_COLUMNS}
 
 
-def fold_period_lines(parts: list[pd.DataFrame]) -> pd.DataFrame:
-    """Sum per-chunk period lines into one row per rule, client, source, kind and key."""
+def _limbs_of_direct(direct: pd.DataFrame) -> pd.DataFrame:
+    """The plan's direct lines as period-line parts: no key, so all-zero measure limbs."""
+    frame = direct.drop(columns=["measure", "total_measure", "share"]).assign(windows=1)
+    return frame.assign(**{column: 0 for column in MEASURE_LIMB_COLUMNS})
+
+
+def sum_period_parts(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """Sum per-chunk period lines (or earlier sums of them) into one row per rule, client,
+    source, kind and key, measures still as exact limbs. Integer sums only, so the result
+    does not depend on how the parts were batched."""
     frames = [p for p in parts if not p.empty]
     if not frames:
-        return empty_table(PERIOD_LINE_COLUMNS, PERIOD_LINE_DTYPES)
+        return pd.DataFrame(
+            {c: pd.Series(dtype=t) for c, t in {**PERIOD_LINE_DTYPES, **LIMB_DTYPES}.items()}
+        ).drop(columns=["measure", "total_measure", "share"])
     lines = pd.concat(frames, ignore_index=True)
     lines["key"] = lines["key"].fillna("")
-    grouped = (
-        lines.groupby(["rule_id", "client", "source", "kind", "key"], sort=True, observed=True)
+    sums = {column: (column, "sum") for column in MEASURE_LIMB_COLUMNS}
+    return (
+        lines.groupby(GROUP_KEYS, sort=False, observed=True)
         .agg(
             window_start=("window_start", "min"),
             window_end=("window_end", "max"),
-            measure=("measure", "sum"),
-            total_measure=("total_measure", "sum"),
             amount=("amount", "sum"),
             windows=("windows", "sum"),
+            **sums,
         )
         .reset_index()
     )
+
+
+def _limb_value(frame: pd.DataFrame, name: str) -> pd.Series:
+    """``{name}_2 * B^2 + {name}_1 * B + {name}_0`` (B = ``MEASURE_LIMB``) in micro-units of
+    the key's unit, as a float: each product by a power of two is exact and the float only
+    rounds in the two additions, the same way for the same integers."""
+    limb = float(MEASURE_LIMB)
+    two = frame[f"{name}_2"].to_numpy(dtype="float64") * (limb * limb)
+    one = frame[f"{name}_1"].to_numpy(dtype="float64") * limb
+    return pd.Series(two + one + frame[f"{name}_0"].to_numpy(dtype="float64"), index=frame.index)
+
+
+def fold_period_lines(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """Sum per-chunk period lines into one row per rule, client, source, kind and key, with
+    measure, total measure and share derived once from the exact sums."""
+    grouped = sum_period_parts(parts)
+    scale = float(MEASURE_SCALE)
+    grouped["measure"] = _limb_value(grouped, "measure") / scale
+    grouped["total_measure"] = _limb_value(grouped, "total") / scale
     direct = grouped["kind"] == LineKind.DIRECT
     grouped.loc[direct, ["measure", "total_measure"]] = np.nan  # no key, no measure
-    grouped["share"] = np.where(direct, 1.0, grouped["measure"] / grouped["total_measure"])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = grouped["measure"] / grouped["total_measure"].where(grouped["total_measure"] != 0)
+    grouped["share"] = np.where(direct, 1.0, share)
     out = grouped[PERIOD_LINE_COLUMNS].astype(PERIOD_LINE_DTYPES)
-    return out.sort_values(["client", "kind", "source"], kind="mergesort").reset_index(drop=True)
+    order = ["client", "kind", "source", "rule_id", "key"]
+    return out.sort_values(order, kind="mergesort").reset_index(drop=True)
 
 
 class Fold:
@@ -67,7 +110,7 @@ class Fold:
         self.plan = plan
         self.detail = detail
         self.line_parts: list[pd.DataFrame] = []
-        self.running = fold_period_lines([])
+        self.running = sum_period_parts([])
         self.unattributed_parts: list[pd.DataFrame] = [plan.unattributed_direct]
         self.orphan_count = 0
         self.orphan_first: pd.Series | None = None
@@ -83,7 +126,7 @@ class Fold:
         self.line_parts.append(out.lines)
         if self.detail == Detail.PERIOD and sum(len(p) for p in self.line_parts) > FOLD_ROWS:
             # Fold in batches: bounded memory without a pandas group-by per chunk.
-            self.running = fold_period_lines([self.running, *self.line_parts])
+            self.running = sum_period_parts([self.running, *self.line_parts])
             self.line_parts = []
         self.unattributed_parts.append(out.unattributed)
         if not out.pool_clients.empty:
@@ -93,7 +136,7 @@ class Fold:
         """The chunks' lines and the plan's direct lines, at the run's detail."""
         direct = self.plan.direct_lines
         if self.detail == Detail.PERIOD:
-            return fold_period_lines([self.running, *self.line_parts, direct.assign(windows=1)])
+            return fold_period_lines([self.running, *self.line_parts, _limbs_of_direct(direct)])
         parts = [p.astype(LINE_DTYPES) for p in self.line_parts if not p.empty]
         lines = pd.concat([*parts, direct], ignore_index=True).astype(LINE_DTYPES)
         return lines.sort_values(

@@ -1,0 +1,114 @@
+"""The split's two arithmetics (``tenantcost.split.Arithmetic``) give the same exact parts.
+
+The estimate path (a double estimate of ``P * w / W`` corrected by one 128-bit step) is only
+taken inside its range; these tests run both paths' SQL on the same pools, against the rule
+in plain Python integers, at the edges of that range.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tenantcost.limits import MAX_POOL_MEASURE
+from tenantcost.split import (
+    FAST_MAX_PARENT,
+    FAST_MAX_PRODUCT,
+    Arithmetic,
+    _split,
+    choose_arithmetic,
+    connect,
+)
+
+
+def exact_parts(parent: int, weights: list[int]) -> list[int]:
+    """Floors, then the leftover units to the largest remainders, ties to the lower client."""
+    total = sum(weights)
+    base = [parent * w // total for w in weights]
+    rest = [parent * w % total for w in weights]
+    order = sorted(range(len(weights)), key=lambda i: (-rest[i], i))
+    for i in order[: parent - sum(base)]:
+        base[i] += 1
+    return base
+
+
+def split_with(how: Arithmetic, pools: list[tuple[int, list[int]]]) -> dict[tuple[int, int], int]:
+    """Run the split's SQL with arithmetic ``how`` on pools of (amount, weights)."""
+    con: duckdb.DuckDBPyConnection = connect()
+    pool_rows = pd.DataFrame({"pool": range(len(pools)), "amount": [p for p, _ in pools]})
+    recipients = pd.DataFrame(
+        [(i, c, str(w)) for i, (_, ws) in enumerate(pools) for c, w in enumerate(ws)],
+        columns=["pool", "client", "weight"],
+    )
+    con.register("pool_frame", pool_rows)
+    con.register("recipient_frame", recipients)
+    con.execute(
+        "CREATE TEMP TABLE p AS SELECT pool::BIGINT AS pool, amount::BIGINT AS amount "
+        "FROM pool_frame"
+    )
+    con.execute(
+        "CREATE TEMP TABLE r AS SELECT pool::BIGINT AS pool, client::INTEGER AS client, "
+        "weight::HUGEINT AS weight FROM recipient_frame"
+    )
+    con.execute("CREATE TEMP TABLE t AS SELECT pool, sum(weight) AS total FROM r GROUP BY pool")
+    rows = con.execute(
+        f"WITH {_split('parts', 'r', 't', 'p', how)} SELECT pool, client, amount FROM parts"
+    ).fetchall()
+    return {(int(pool), int(client)): int(amount) for pool, client, amount in rows}
+
+
+def expected(pools: list[tuple[int, list[int]]]) -> dict[tuple[int, int], int]:
+    return {
+        (i, c): part
+        for i, (parent, weights) in enumerate(pools)
+        for c, part in enumerate(exact_parts(parent, weights))
+    }
+
+
+in_range_parent = st.one_of(
+    st.integers(min_value=FAST_MAX_PARENT - 10**6, max_value=FAST_MAX_PARENT - 1),
+    st.integers(min_value=0, max_value=10**9),
+    st.integers(min_value=0, max_value=FAST_MAX_PARENT - 1),
+)
+weight = st.one_of(
+    st.integers(min_value=1, max_value=10**6),
+    st.integers(min_value=10**20, max_value=10**21),  # usage values at MAX_USAGE_VALUE
+    st.integers(min_value=1, max_value=2**64),
+)
+pool = st.tuples(in_range_parent, st.lists(weight, min_size=1, max_size=8))
+
+
+@settings(max_examples=200, deadline=None)
+@given(pools=st.lists(pool, min_size=1, max_size=5))
+def test_estimate_path_is_exact_wherever_it_is_chosen(pools):
+    top_parent = max(p for p, _ in pools)
+    top_total = max(sum(ws) for _, ws in pools)
+    assert choose_arithmetic(top_parent, top_total) == Arithmetic.ESTIMATE
+    want = expected(pools)
+    assert split_with(Arithmetic.ESTIMATE, pools) == want
+    assert split_with(Arithmetic.LIMBS, pools) == want
+
+
+def test_ratios_just_below_and_above_whole_units_are_corrected():
+    """Weights whose exact quotient sits a hair below or above an integer: the double estimate
+    rounds to the wrong side and the one 128-bit step must move it back."""
+    parent = FAST_MAX_PARENT - 1
+    total = 3 * 10**21 + 1
+    pools = [
+        (parent, [10**21, 10**21, 10**21 + 1]),
+        (parent, [total - 1, 1]),
+        (parent, [1, total - 1]),
+        (FAST_MAX_PARENT - 3, [7, 11, 13, 2**64]),
+    ]
+    want = expected(pools)
+    assert split_with(Arithmetic.ESTIMATE, pools) == want
+    assert split_with(Arithmetic.LIMBS, pools) == want
+
+
+def test_pools_outside_the_estimate_range_take_the_limbs():
+    assert choose_arithmetic(FAST_MAX_PARENT, 10) == Arithmetic.LIMBS
+    assert choose_arithmetic(10**12, MAX_POOL_MEASURE) == Arithmetic.LIMBS
+    assert choose_arithmetic(10**6, FAST_MAX_PRODUCT // 10**6 - 1) == Arithmetic.ESTIMATE
+    assert choose_arithmetic(0, 0) == Arithmetic.ESTIMATE
