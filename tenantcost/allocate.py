@@ -27,7 +27,8 @@ reconciliation gap (``tenantcost.reconcile``) is zero by construction. The vocab
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
@@ -38,7 +39,7 @@ from tenantcost.config.rules import Key, RuleSet, check_against_usage
 from tenantcost.engine import Engine, LinesSink, LocalEngine
 from tenantcost.engine.chunks import chunk_tasks
 from tenantcost.engine.fold import fold_chunks
-from tenantcost.errors import warn
+from tenantcost.errors import InputWarning, warn
 from tenantcost.kinds import Detail
 from tenantcost.plan import NO_CLIENT, Plan, plan_allocation
 from tenantcost.result import AllocationResult
@@ -53,6 +54,7 @@ __all__ = [
     "AllocationResult",
     "Detail",
     "allocate",
+    "allocate_keys",
     "allocate_stream",
 ]
 
@@ -129,11 +131,56 @@ def allocate_stream(
     :class:`~tenantcost.engine.LocalEngine`, in this process; see
     ``tenantcost.engine.dask``). Chunks must come back in order (engines yield them so).
     """
+    return allocate_keys(
+        costs,
+        usage,
+        ruleset,
+        keys=[key],
+        period=period,
+        detail=detail,
+        chunk=chunk,
+        lines_out=lines_out,
+        progress=progress,
+        rules_origin=rules_origin,
+        con=con,
+        engine=engine,
+        lines_sink=lines_sink,
+    )[0]
+
+
+def allocate_keys(
+    costs: pd.DataFrame,
+    usage: UsageSource | None,
+    ruleset: RuleSet,
+    *,
+    keys: Sequence[Key | None],
+    period: Period | None = None,
+    detail: Detail | str = Detail.PERIOD,
+    chunk: pd.Timedelta | None = None,
+    lines_out: Path | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    rules_origin: str = "<rules>",
+    con: duckdb.DuckDBPyConnection | None = None,
+    engine: Engine | None = None,
+    lines_sink: LinesSink | None = None,
+) -> list[AllocationResult]:
+    """:func:`allocate_stream` under each of ``keys`` (``None``: the rules' own keys) in one
+    pass: every chunk's usage is read and validated once and split once per key, so a report
+    pack's alternative keys cost a split each, not a whole run each. Results come in the
+    order of ``keys``; each equals :func:`allocate_stream` with that key to the unit. The
+    lines file or sink receives the first key's window-level lines."""
+    if not keys:
+        raise ValueError("allocate_keys needs at least one key (None: the rules' keys)")
     level = _detail(detail)
     con = con or connect()
-    plan = plan_allocation(costs, ruleset, key=key, period=period)
+    plans = [plan_allocation(costs, ruleset, key=k, period=period) for k in keys]
+    plan, others = plans[0], plans[1:]
     source = usage if usage is not None else FrameUsage(empty_usage(), origin="usage")
     _check_usage(plan, source, con, usage is not None, rules_origin)
+    with warnings.catch_warnings():  # the first key's check has said what there is to say
+        warnings.simplefilter("ignore", InputWarning)
+        for other in others:
+            _check_usage(other, source, con, usage is not None, rules_origin)
     if period is None and usage is not None:
         _warn_usage_outside(plan, source, con)
     if chunk is None:  # about CHUNK_ROW_BUDGET usage rows at a time
@@ -144,9 +191,9 @@ def allocate_stream(
         LinesCsvFile(lines_out) if lines_out is not None else nullcontext(lines_sink)
     )
     with opened as sink:
-        tasks = chunk_tasks(plan, bounds, level, sink)
+        tasks = chunk_tasks(plan, bounds, level, sink, others)
         outputs = (engine or LocalEngine(con)).run(source, tasks)
-        return fold_chunks(plan, level, outputs, len(tasks), sink, progress)
+        return fold_chunks(plan, level, outputs, len(tasks), sink, progress, others)
 
 
 def allocate(

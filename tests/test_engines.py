@@ -17,7 +17,7 @@ import pytest
 from distributed import LocalCluster
 from typer.testing import CliRunner
 
-from tenantcost.allocate import allocate, allocate_stream
+from tenantcost.allocate import allocate, allocate_keys, allocate_stream
 from tenantcost.cli import app
 from tenantcost.config.rules import load_rules
 from tenantcost.engine.dask import DaskEngine
@@ -192,6 +192,48 @@ def test_dask_local_cluster_from_workers_option(dataset: Path) -> None:
                                       "--engine", "dask", "--workers", "2"])
     assert result.exit_code == 0, result.output
     assert "closes" in result.stdout
+
+
+def _stream_keys(dataset: Path, keys, **kwargs):
+    ruleset = load_rules(dataset / "rules.yaml")
+    con = connect()
+    source = ParquetUsage([dataset / "usage"], con)
+    return allocate_keys(read_costs([dataset / "costs.csv"]), source, ruleset, keys=keys,
+                         con=con, period=Period(START, START + pd.Timedelta(hours=HOURS)),
+                         **kwargs)
+
+
+@pytest.mark.parametrize("engine_kind", ["local", "dask"])
+def test_several_keys_in_one_pass_equal_one_run_per_key(dataset: Path, cluster,
+                                                        engine_kind: str) -> None:
+    """One read of each chunk, one split per key: each result is that key's own run."""
+    keys = [None, "requests", "even", "cpu_seconds"]
+    chunk = pd.Timedelta(hours=12)
+    if engine_kind == "dask":
+        with DaskEngine(scheduler=cluster.scheduler_address) as engine:
+            together = _stream_keys(dataset, keys, chunk=chunk, engine=engine)
+    else:
+        together = _stream_keys(dataset, keys, chunk=chunk)
+    assert len(together) == len(keys)
+    for key, result in zip(keys, together, strict=True):
+        alone = _stream(dataset, key=key, chunk=chunk)
+        for name, frame in _tables(alone).items():
+            pd.testing.assert_frame_equal(frame, _tables(result)[name], obj=f"{key}: {name}",
+                                          check_exact=True)
+        assert result.usage_rows == alone.usage_rows and result.chunks == alone.chunks
+        assert result.key_override == alone.key_override
+    # the keys give different figures, so a mix-up would show
+    totals = [r.client_totals().set_index("client")["amount"] for r in together]
+    assert not totals[1].equals(totals[2]) and not totals[0].equals(totals[2])
+
+
+@pytest.mark.parametrize("address", ["nonsense", "foo://127.0.0.1:1"])
+def test_a_malformed_scheduler_address_is_one_line_and_exit_2(dataset: Path, address: str) -> None:
+    result = CliRunner().invoke(app, ["allocate", "--config", str(dataset / "rules.yaml"),
+                                      "--engine", "dask", "--scheduler", address])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: cannot reach the Dask scheduler " + address)
+    assert "Traceback" not in result.output
 
 
 def test_a_bad_parquet_row_is_named_even_on_a_worker(dataset: Path, tmp_path: Path,

@@ -7,6 +7,7 @@ other in this process, the Dask engine ships each to a worker. Both run exactly
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -65,6 +66,9 @@ class ChunkTask:
     cost_windows: pd.DataFrame
     detail: Detail
     lines_part: LinePartWriter | None = None
+    also: tuple[ChunkTask, ...] = ()
+    """The same chunk under other plans (other keys): split from the same read and validated
+    usage, so a report pack's alternative keys do not read the usage again."""
 
 
 @dataclass
@@ -78,6 +82,8 @@ class ChunkOutput:
     orphans: pd.DataFrame
     pool_clients: pd.DataFrame = field(default_factory=pd.DataFrame)
     """Per pool source, the fewest clients a window split it among (``fetch_pool_clients``)."""
+    also: tuple[ChunkOutput, ...] = ()
+    """The outputs of the task's ``also`` plans, in their order."""
 
 
 def chunk_tasks(
@@ -85,27 +91,36 @@ def chunk_tasks(
     bounds: list[tuple[pd.Timestamp, pd.Timestamp]],
     detail: Detail,
     sink: LinesSink | None,
+    others: Sequence[Plan] = (),
 ) -> list[ChunkTask]:
-    """One task per ``[start, end)`` of ``bounds``, with the plan's tables of its windows."""
-    return [
-        ChunkTask(
+    """One task per ``[start, end)`` of ``bounds``, with the plan's tables of its windows,
+    and the same chunk of each of the ``others`` plans (same costs, other keys) as ``also``."""
+
+    def task(of: Plan, i: int, start: pd.Timestamp, end: pd.Timestamp) -> ChunkTask:
+        return ChunkTask(
             index=i,
             start=start,
             end=end,
-            tables=plan.tables_for(start, end),
-            direct_lines=plan.direct_lines_for(start, end),
-            cost_windows=plan.cost_windows,
+            tables=of.tables_for(start, end),
+            direct_lines=of.direct_lines_for(start, end),
+            cost_windows=of.cost_windows,
             detail=detail,
-            lines_part=sink.part(i) if sink is not None else None,
         )
-        for i, (start, end) in enumerate(bounds)
-    ]
+
+    tasks = []
+    for i, (start, end) in enumerate(bounds):
+        main = task(plan, i, start, end)
+        main.lines_part = sink.part(i) if sink is not None else None
+        main.also = tuple(task(other, i, start, end) for other in others)
+        tasks.append(main)
+    return tasks
 
 
 def process_chunk(
     con: duckdb.DuckDBPyConnection, source: UsageSource, task: ChunkTask
 ) -> ChunkOutput:
-    """Read, validate and split one chunk's usage; return its lines and unattributed cost.
+    """Read, validate and split one chunk's usage; return its lines and unattributed cost
+    (and those of each plan of ``task.also``, from the same usage).
 
     Runs in the calling process (local engine) or on a Dask worker (the same code, so both
     engines give identical results to the unit).
@@ -113,7 +128,21 @@ def process_chunk(
     usage_rows = source.materialise(con, task.start, task.end)
     # Usage finer than the costs (hourly usage, daily costs) is rolled up to its cost window;
     # misaligned usage is an error; usage without any cost window comes back as orphans.
+    # Every plan of a run has the cost windows of the same costs, so this is done once.
     orphans = align_chunk_usage(con, source, task.cost_windows)
+    main = _split_chunk(con, source, task, usage_rows, orphans)
+    main.also = tuple(_split_chunk(con, source, t, usage_rows, orphans) for t in task.also)
+    return main
+
+
+def _split_chunk(
+    con: duckdb.DuckDBPyConnection,
+    source: UsageSource,
+    task: ChunkTask,
+    usage_rows: int,
+    orphans: pd.DataFrame,
+) -> ChunkOutput:
+    """Split the materialised chunk (``chunk_usage``) under one plan's tables."""
     run_split(con, task.tables, "SELECT * FROM chunk_usage", source.metrics)
     lines = fetch_lines(con) if task.detail == Detail.WINDOW else fetch_period_lines(con)
     if task.lines_part is not None:

@@ -66,7 +66,7 @@ class DaskEngine(AbstractContextManager["DaskEngine"]):
                     dashboard_address=None,
                 )
                 self.client = Client(self._cluster)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # unreachable, or not an address at all
             raise InputError(f"cannot reach the Dask scheduler {scheduler}: {exc}") from None
         workers_now = len(self.client.scheduler_info().get("workers", {})) or 1
         self.in_flight = in_flight or 2 * workers_now

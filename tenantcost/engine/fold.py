@@ -9,7 +9,7 @@ on the chunk length or on the batches.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -215,16 +215,19 @@ def fold_chunks(
     total: int,
     sink: LinesSink | None = None,
     progress: Callable[[int, int], None] | None = None,
-) -> AllocationResult:
-    """Fold ``total`` chunk outputs (in chunk order) into the result; tell ``sink`` about
-    each finished chunk and ``progress`` about each step; warn once about usage windows
-    without cost."""
-    fold = Fold(plan, detail)
+    others: Sequence[Plan] = (),
+) -> list[AllocationResult]:
+    """Fold ``total`` chunk outputs (in chunk order) into the result of ``plan`` and of each
+    of the ``others`` (their outputs ride in ``ChunkOutput.also``, in order); tell ``sink``
+    about each finished chunk and ``progress`` about each step; warn once about usage
+    windows without cost."""
+    folds = [Fold(plan, detail), *(Fold(other, detail) for other in others)]
     for done, out in enumerate(outputs, start=1):
-        fold.add(out)
+        for fold, part in zip(folds, (out, *out.also), strict=True):
+            fold.add(part)
         if sink is not None:
             sink.chunk_done(out.index)
         if progress is not None:
             progress(done, total)
-    warn_usage_without_cost(fold.orphan_count, fold.orphan_first)
-    return fold.result(chunks=total)
+    warn_usage_without_cost(folds[0].orphan_count, folds[0].orphan_first)
+    return [fold.result(chunks=total) for fold in folds]

@@ -29,6 +29,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from tenantcost.errors import InputError, warn
@@ -122,29 +124,10 @@ def read_csv_raw(path: str | Path) -> RawTable:
             where="row 1",
             column=duplicates[0],
         )
-    try:
-        frame = pd.read_csv(
-            path,
-            dtype=str,
-            keep_default_na=False,
-            na_filter=False,
-            skip_blank_lines=False,
-            encoding="utf-8-sig",
-        )
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text ({exc.reason})", file=file) from None
-    except (pd.errors.ParserError, ValueError) as exc:
-        message = " ".join(str(exc).split())
-        raise InputError(f"not a valid CSV file: {message}", file=file) from None
     header_lines = 1 + sum(str(h).count("\n") for h in header)
-    if not isinstance(frame.index, pd.RangeIndex):
-        # pandas silently turns the first column into the index when every data row has
-        # one field more than the header; that would shift every value by one column.
-        raise InputError(
-            f"data rows have more fields than the header's {len(header)} columns",
-            file=file,
-            where=f"row {header_lines + 1}",
-        )
+    frame = arrow_cells(path, header) if header_lines == 1 else None
+    if frame is None:
+        frame = pandas_cells(path, header)
     frame.columns = pd.Index([str(c).strip() for c in frame.columns])
 
     count = len(frame)
@@ -164,6 +147,78 @@ def read_csv_raw(path: str | Path) -> RawTable:
     else:
         rows = np.arange(header_lines + 1, header_lines + 1 + count, dtype="int64")
     return RawTable(frame.reset_index(drop=True), file, rows)
+
+
+def pandas_cells(path: str | Path, header: list[str]) -> pd.DataFrame:
+    """Every cell as text with pandas' parser: the exact path, whose errors users see."""
+    file = str(path)
+    try:
+        frame = pd.read_csv(
+            path,
+            dtype=str,
+            keep_default_na=False,
+            na_filter=False,
+            skip_blank_lines=False,
+            encoding="utf-8-sig",
+        )
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text ({exc.reason})", file=file) from None
+    except (pd.errors.ParserError, ValueError) as exc:
+        message = " ".join(str(exc).split())
+        raise InputError(f"not a valid CSV file: {message}", file=file) from None
+    if not isinstance(frame.index, pd.RangeIndex):
+        # pandas silently turns the first column into the index when every data row has
+        # one field more than the header; that would shift every value by one column.
+        header_lines = 1 + sum(str(h).count("\n") for h in header)
+        raise InputError(
+            f"data rows have more fields than the header's {len(header)} columns",
+            file=file,
+            where=f"row {header_lines + 1}",
+        )
+    return frame
+
+
+def arrow_cells(path: str | Path, header: list[str]) -> pd.DataFrame | None:
+    """:func:`pandas_cells` of a plain file (one header line, no quote but ``""``, every row
+    with the header's field count, no blank line, valid UTF-8), read by Arrow's multi-threaded
+    CSV reader: several times faster on a month of usage. None on anything else (Arrow
+    refuses it), and the caller uses pandas, which words the error or reads the odd file its
+    own way."""
+    if not all(header) or _quoted(path):  # pandas names an empty field "Unnamed: n"
+        return None
+    names = [f"c{i}" for i in range(len(header))]
+    try:
+        table = pacsv.read_csv(
+            path,
+            read_options=pacsv.ReadOptions(column_names=names, skip_rows=1),
+            parse_options=pacsv.ParseOptions(newlines_in_values=True, ignore_empty_lines=False),
+            convert_options=pacsv.ConvertOptions(
+                column_types={n: pa.string() for n in names},
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+            ),
+        )
+    except (pa.ArrowException, OSError):
+        return None
+    if table.num_rows == 0:
+        return None
+    return pd.DataFrame(
+        {h: pd.Series(table.column(n), dtype="str") for h, n in zip(header, names, strict=True)}
+    )
+
+
+def _quoted(path: str | Path) -> bool:
+    """A ``"`` in the file other than in ``""`` (an empty quoted field, as DuckDB writes an
+    empty string). Quoting is where CSV parsers differ on malformed input (an open quote at
+    the end, text after a closing quote, ...): such files take pandas' path."""
+    carry = b""
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 24):
+            rest = (carry + block).replace(b'""', b"")
+            if b'"' in rest[:-1]:
+                return True
+            carry = rest[-1:] if rest.endswith(b'"') else b""  # a pair split by the block
+    return carry != b""
 
 
 def parquet_columns(path: str | Path) -> list[str]:
@@ -316,6 +371,9 @@ def parse_float(values: pd.Series, raw: RawTable, column: str) -> pd.Series:
     if pd.api.types.is_numeric_dtype(values.dtype):
         return values.astype("float64").reset_index(drop=True)
     text = values.astype("str").fillna("").str.strip()
+    fast = _plain_floats(text)
+    if fast is not None:
+        return fast
     numbers = pd.to_numeric(text, errors="coerce")
     bad = (numbers.isna() & (text != "")).to_numpy()
     if bad.any():
@@ -327,6 +385,33 @@ def parse_float(values: pd.Series, raw: RawTable, column: str) -> pd.Series:
             column=column,
         )
     return numbers.astype("float64").reset_index(drop=True)
+
+
+_PLAIN_NUMBER_CHARS = 18
+"""At most this many characters: at most 17 significant digits in a decimal number, where
+``pd.to_numeric`` and Arrow both round correctly (and an integer below 2**53 is exact)."""
+
+
+def _plain_floats(text: pd.Series) -> pd.Series | None:
+    """``pd.to_numeric`` of stripped cells, ten times faster (Arrow's cast), when every cell is
+    a plain finite number; None otherwise (empty or odd cells, NaN, infinities, ``-0``, very
+    long or huge numbers), and the caller takes the exact path, which quotes the first bad
+    cell. On plain numbers both give the same correctly rounded double."""
+    if not hasattr(text.array, "__arrow_array__") or not len(text):
+        return None
+    array = text.array.__arrow_array__()
+    try:
+        numbers = pc.cast(array, pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    if pc.max(pc.utf8_length(array)).as_py() > _PLAIN_NUMBER_CHARS:
+        return None
+    floats = numbers.to_numpy(zero_copy_only=False)
+    if not np.isfinite(floats).all() or (np.abs(floats) >= 2.0**53).any():
+        return None
+    if np.signbit(floats[floats == 0]).any():  # "-0": to_numeric reads an integer 0
+        return None
+    return pd.Series(floats, dtype="float64")
 
 
 def check_amount_cells(values: pd.Series, raw: RawTable, column: str) -> None:

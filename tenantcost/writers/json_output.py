@@ -6,6 +6,10 @@ so the document is exact and its figures add up by integer arithmetic.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
+from itertools import chain, repeat
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 import numpy as np
@@ -128,9 +132,13 @@ def _line_records(grouped: pd.DataFrame) -> dict[str, list[dict[str, Any]]]:
 def _client_documents(result: AllocationResult) -> list[dict[str, Any]]:
     """Each client's total and its lines, largest client first (one group-by and one
     conversion of all lines, not one scan or one ``itertuples`` per client)."""
-    grouped = client_lines(result)
+    return client_documents(result.client_totals(), client_lines(result))
+
+
+def client_documents(totals: pd.DataFrame, grouped: pd.DataFrame) -> list[dict[str, Any]]:
+    """The ``clients`` part of the document from :meth:`AllocationResult.client_totals`
+    and :func:`client_lines` (the reference that :func:`clients_json` writes fast)."""
     lines_by_client = _line_records(grouped) if not grouped.empty else {}
-    totals = result.client_totals()
     return [
         {"client": client, "amount": int(amount), "lines": lines_by_client.get(str(client), [])}
         for client, amount in zip(totals["client"].tolist(), totals["amount"].tolist(), strict=True)
@@ -166,6 +174,30 @@ def reconciliation_document(result: AllocationResult) -> dict[str, Any]:
 
 def result_document(result: AllocationResult) -> dict[str, Any]:
     """The full JSON-ready document of one allocation: the reconciliation plus the clients."""
+    return {**result_document_without_clients(result), "clients": _client_documents(result)}
+
+
+def result_json(result: AllocationResult) -> str:
+    """``json.dumps(result_document(result), indent=2)``, byte for byte, but fast.
+
+    The standard library's encoder is pure Python as soon as ``indent`` is given, and the
+    ``clients`` part holds one small object per client line (hundreds of thousands for a large
+    month): that part is written column-wise by :func:`clients_json`, the rest (small) by
+    ``json.dumps``. Anything :func:`clients_json` does not handle falls back to the reference.
+    """
+    head = result_document_without_clients(result)
+    clients = clients_json(result.client_totals(), client_lines(result))
+    if clients is None:
+        return json.dumps(result_document(result), indent=2)
+    text = json.dumps({**head, "clients": []}, indent=2)
+    tail = '"clients": []\n}'
+    if not text.endswith(tail):  # pragma: no cover - "clients" is always the last key
+        return json.dumps(result_document(result), indent=2)
+    return text[: -len(tail)] + '"clients": ' + clients + "\n}"
+
+
+def result_document_without_clients(result: AllocationResult) -> dict[str, Any]:
+    """:func:`result_document` up to (not including) its ``clients``."""
     recon = reconciliation_document(result)
     head = {k: recon[k] for k in ("tenantcost_version", "currency", "money", "period")}
     return {
@@ -173,5 +205,93 @@ def result_document(result: AllocationResult) -> dict[str, Any]:
         "windows": result.windows,
         "hours": result.hours,
         **{k: v for k, v in recon.items() if k not in head},
-        "clients": _client_documents(result),
     }
+
+
+_LINE_FIELDS = ("source", "kind", "key", "measure", "share", "amount", "windows")
+
+
+def _indent(level: int) -> str:
+    return "  " * level
+
+
+def _strings(values: pd.Series) -> list[str]:
+    """JSON strings as ``json.dumps`` writes them (``ensure_ascii``); TypeError on a non-str."""
+    return list(map(encode_basestring_ascii, values.astype(object).tolist()))
+
+
+def _floats(values: pd.Series) -> np.ndarray:
+    """:func:`_rounded` values as ``json.dumps`` writes them (``float.__repr__``, NaN as
+    ``null`` like :func:`_rounded`, infinities as ``Infinity``)."""
+    array = values.astype("float64").to_numpy()
+    rounded = list(map(round, array.tolist(), repeat(9)))
+    texts = np.array(list(map(float.__repr__, rounded)), dtype=object)
+    texts[np.isnan(array)] = "null"
+    texts[np.isposinf(array)] = "Infinity"
+    texts[np.isneginf(array)] = "-Infinity"
+    return texts
+
+
+def _ints(values: pd.Series) -> list[str]:
+    return list(map(int.__repr__, values.astype("int64").tolist()))
+
+
+def _line_objects(grouped: pd.DataFrame) -> np.ndarray:
+    """Each line's JSON object (as :func:`_line_records` makes it) at nesting level 4,
+    written column-wise: every value converted by one ``map`` per column."""
+    key = grouped["key"].astype(object)
+    empty = ~key.astype(bool).to_numpy()
+    keys = np.array(_strings(key.where(~empty, "")), dtype=object)
+    keys[empty] = "null"
+    columns: list[Iterable[str]] = [
+        _strings(grouped["source"]),
+        _strings(grouped["kind"]),
+        keys,
+        _floats(grouped["measure"]),
+        _floats(grouped["share"]),
+        _ints(grouped["amount"]),
+        _ints(grouped["windows"]),
+    ]
+    pieces: list[Iterable[str]] = []
+    for i, (name, column) in enumerate(zip(_LINE_FIELDS, columns, strict=True)):
+        pieces += [repeat(("{\n" if i == 0 else ",\n") + f'{_indent(5)}"{name}": '), column]
+    pieces.append(repeat("\n" + _indent(4) + "}"))
+    # repeat() is endless: the columns (all of one length) end the zip
+    return np.array(list(map("".join, zip(*pieces, strict=False))), dtype=object)
+
+
+def clients_json(totals: pd.DataFrame, grouped: pd.DataFrame) -> str | None:
+    """``json.dumps(client_documents(totals, grouped), indent=2)`` as the value of the
+    document's top-level ``clients`` key (nesting level 1), or None where it would differ
+    (a client without lines, a line without a client, a value that is not a string):
+    the caller then uses the reference.
+
+    Lines are put in client order by one stable sort; each client's head is glued to its
+    first line and its closing brackets to its last, so the text is one ``join``.
+    """
+    if totals.empty:
+        return "[]"
+    names = pd.Index(totals["client"].astype(str))
+    order = names.get_indexer(grouped["client"].astype(str)) if names.is_unique else None
+    if order is None or (order < 0).any():
+        return None
+    counts = np.bincount(order, minlength=len(names))
+    if (counts == 0).any():
+        return None
+    try:
+        objects = _line_objects(grouped)[np.argsort(order, kind="stable")]
+        clients = np.array(_strings(totals["client"]), dtype=object)
+    except TypeError:
+        return None
+    i2, i3, i4 = _indent(2), _indent(3), _indent(4)
+    separators = np.full(len(names), ",\n" + i2, dtype=object)
+    separators[0] = "[\n" + i2
+    amounts = np.array(_ints(totals["amount"]), dtype=object)
+    heads = separators + f'{{\n{i3}"client": ' + clients + f',\n{i3}"amount": ' + amounts
+    ends = np.cumsum(counts)
+    lead = np.full(len(objects), ",\n" + i4, dtype=object)
+    lead[ends - counts] = heads + f',\n{i3}"lines": [\n{i4}'
+    trail = np.full(len(objects), "", dtype=object)
+    trail[ends - 1] = f"\n{i3}]\n{i2}}}"
+    text = "".join(chain.from_iterable(zip(lead, objects, trail, strict=True)))
+    return text + "\n" + _indent(1) + "]"
