@@ -31,7 +31,8 @@ times, and which heavy modules each imports (``python -X importtime``): none sho
 Two more sections: ``report`` times ``tenantcost report --month 2026-10 --format html,md``
 (every client, the whole process, peak RSS) on one month of 300 and 10,000 clients
 (``--report-cases``); ``pdf`` gives PDF pages per second per core, the PDF writer of
-``report --jobs N`` on pages of the 300-client month (``--pdf-clients``, ``--pdf-jobs``).
+``report --jobs N`` on pages of the 300-client month (``--pdf-clients``, ``--pdf-jobs``),
+and the Dask writer of ``report --engine dask --workers N`` (``--pdf-dask-workers``).
 ``csv`` (benchmarks/csv_usage.py): ``allocate`` on the 300-client month's usage as one CSV
 file against the same rows as Parquet (``--csv-case``).
 ``store`` (on demand, benchmarks/store.py): ingest rows/s and ``run --month`` against
@@ -55,6 +56,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -481,6 +483,10 @@ def report_section(args: argparse.Namespace, errors: list[str]) -> str:
     return "\n".join(lines)
 
 
+PdfWriter = Callable[[list[Path], int, Path], float]
+"""A PDF writer under test: (pages, processes, target folder) -> seconds."""
+
+
 def _pdf_pages(pages: list[Path], jobs: int, target: Path) -> float:
     """Seconds for tenantcost's PDF pool (``report --jobs``) to write ``pages`` (HTML files)
     as PDFs into ``target``, worker start-up included; ``jobs`` 1 writes in this process."""
@@ -501,6 +507,22 @@ def _pdf_pages(pages: list[Path], jobs: int, target: Path) -> float:
     return time.perf_counter() - begin
 
 
+def _pdf_pages_dask(pages: list[Path], workers: int, target: Path) -> float:
+    """Seconds for ``report --engine dask --workers N``'s PDF writer to write ``pages``: the
+    local cluster the command starts (its start-up included), WeasyPrint on its workers, the
+    bytes written here."""
+    from tenantcost.engine.dask import DaskEngine
+    from tenantcost.report.pdf_dask import DaskPdfPool
+
+    texts = [(p.read_text(encoding="utf-8"), target / p.with_suffix(".pdf").name) for p in pages]
+    begin = time.perf_counter()
+    with DaskEngine(workers=workers) as engine, DaskPdfPool(engine.client, lambda _: None) as pool:
+        for html, out in texts:
+            pool.submit(html, out)
+        pool.finish()
+    return time.perf_counter() - begin
+
+
 def pdf_section(args: argparse.Namespace, errors: list[str]) -> str:
     """PDF pages per second: ``report --format html`` writes ``--pdf-clients`` sheets and the
     summary of pack300 once; then tenantcost's PDF writer (the pool of ``report --jobs``)
@@ -517,18 +539,37 @@ def pdf_section(args: argparse.Namespace, errors: list[str]) -> str:
     pages = [*sorted(out.glob("clients/*.html")), out / "finance-summary.html"]
     target = out / "pdf"
     target.mkdir()
-    lines = ["| jobs | pages | seconds | pages/s | pages/s per core |", "|---|---|---|---|---|"]
-    for jobs in args.pdf_jobs:
-        seconds = _pdf_pages(pages, jobs, target)
+    lines = [
+        "| engine | processes | pages | seconds | pages/s | pages/s per core |",
+        "|---|---|---|---|---|---|",
+    ]
+    runs: list[tuple[str, int, PdfWriter]] = [
+        *((f"local `--jobs {j}`", j, _pdf_pages) for j in args.pdf_jobs),
+        *((f"dask `--workers {w}`", w, _pdf_pages_dask) for w in args.pdf_dask_workers),
+    ]
+    serial: dict[str, bytes] = {}
+    for label, procs, write in runs:
+        seconds = write(pages, procs, target)
         rate = len(pages) / seconds
-        print(f"[pdf jobs {jobs}] {len(pages)} pages in {seconds:.2f} s", flush=True)
-        lines.append(f"| {jobs} | {len(pages)} | {seconds:.2f} | {rate:.2f} | {rate / jobs:.2f} |")
+        print(f"[pdf {label}] {len(pages)} pages in {seconds:.2f} s", flush=True)
+        lines.append(
+            f"| {label} | {procs} | {len(pages)} | {seconds:.2f} | {rate:.2f} | "
+            f"{rate / procs:.2f} |"
+        )
+        files = {f.name: f.read_bytes() for f in sorted(target.glob("*.pdf"))}
+        serial = serial or files
+        if files != serial:  # every engine writes the same files
+            errors.append(f"pdf: {label} wrote other PDFs than {runs[0][0]}")
+        shutil.rmtree(target)
+        target.mkdir()
     shutil.rmtree(out, ignore_errors=True)
     lines += [
         "",
         f"{args.pdf_clients} client sheets and the finance summary of {case} (HTML from "
         "`report --format html`), written as PDFs by tenantcost's writer: in process for 1 "
-        "job, in the process pool of `report --jobs N` otherwise (worker start-up included).",
+        "job, in the process pool of `report --jobs N` otherwise, and on the local Dask "
+        "cluster of `report --engine dask --workers N` (worker and cluster start-up "
+        "included); every engine's PDFs are compared byte for byte.",
     ]
     return "\n".join(lines)
 
@@ -538,6 +579,11 @@ STARTUP_COMMANDS: dict[str, list[str]] = {
     "--help": ["--help"],
     "check-config": [
         "check-config",
+        str(HERE.parent / "examples" / "saas-three-clients" / "rules.yaml"),
+    ],
+    "allocate": [  # the main job on the bundled example (target: under 1.5 s wall)
+        "allocate",
+        "--config",
         str(HERE.parent / "examples" / "saas-three-clients" / "rules.yaml"),
     ],
 }
@@ -595,7 +641,8 @@ def heavy_imports(args: list[str]) -> list[str]:
 
 
 def startup_section(script: str, repeat: int) -> str:
-    """Wall time of the installed script for ``--help`` and ``check-config``: warm (one
+    """Wall time of the installed script for ``--help``, ``check-config`` and ``allocate`` on
+    the bundled example: warm (one
     unmeasured run first), median of ``repeat`` runs; a benchmark, not a timed unit test."""
     lines = [
         "| command | median s | min s | max s | heavy modules imported |",
@@ -660,6 +707,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--pdf-clients", type=int, default=20, help="sheets in the PDF section")
     parser.add_argument(
+        "--pdf-dask-workers",
+        default="2",
+        help="comma list of --workers for the Dask PDF writer ('' to leave it out)",
+    )
+    parser.add_argument(
         "--pdf-jobs", default=f"1,{len(os.sched_getaffinity(0))}", help="comma list of --jobs"
     )
     parser.add_argument("--startup-repeat", type=int, default=5)
@@ -681,6 +733,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown report case {unknown[0]!r}; cases: {', '.join(REPORT_CASES)}")
     args.pdf_jobs = sorted({int(j) for j in args.pdf_jobs.split(",") if j.strip()})
+    args.pdf_dask_workers = sorted({int(w) for w in args.pdf_dask_workers.split(",") if w.strip()})
 
     texts = []
     if "startup" in sections:

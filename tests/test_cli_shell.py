@@ -82,7 +82,7 @@ def test_every_allocating_command_shares_the_input_options():
     for command in ("allocate", "compare", "reconcile", "report"):
         text = runner.invoke(app, [command, "--help"], terminal_width=200).stdout
         assert all(option in text for option in shared), command
-        assert ("--chunk" in text) is (command != "report")
+        assert all(o in text for o in ("--engine", "--scheduler", "--workers", "--chunk")), command
 
 
 def test_schema_prints_the_rule_file_json_schema():

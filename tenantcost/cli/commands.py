@@ -87,7 +87,7 @@ def reconcile_command(
 
 
 @command("report")
-@run_options(engine=False, config_required=False)
+@run_options(engine=True, config_required=False)
 def report_command(
     options: RunOptions,
     ctx: typer.Context,
@@ -128,7 +128,11 @@ def report_command(
     jobs: Annotated[
         int | None,
         typer.Option(
-            "--jobs", min=1, help="Processes writing PDFs (default: the cores; 1: serial)."
+            "--jobs",
+            min=1,
+            help="With --engine local: processes writing PDFs (default: the cores; 1: "
+            "serial). With --engine dask the cluster's workers write them (and run the "
+            "allocations); every engine writes the same files.",
         ),
     ] = None,
     catalog: Annotated[

@@ -68,9 +68,11 @@ def report_from_db(
     generated_at: str | None,
     jobs: int | None,
 ) -> None:
-    """Render the month's issued (or draft) statement from the store into ``--out``."""
-    from tenantcost.cli.run import parse_generated_at
+    """Render the month's issued (or draft) statement from the store into ``--out``; with
+    ``--engine dask`` the cluster's workers write the PDFs (nothing is allocated)."""
+    from tenantcost.cli.run import open_engine, parse_generated_at
     from tenantcost.report import parse_formats, write_pack
+    from tenantcost.report.pdf_dask import dask_pdfs
     from tenantcost.store.data import DataDir
     from tenantcost.store.schema import current_store
     from tenantcost.store.settings import resolve_settings
@@ -81,6 +83,7 @@ def report_from_db(
     Period.month(month)  # a bad month is one line
     formats = parse_formats(fmt)
     at = parse_generated_at(generated_at)
+    dask_pdfs(options.engine, options.scheduler, jobs)
     out = options.out
     assert out is not None  # --out is required by the command
     resolved = resolve_settings(which.db, which.data, which.settings)
@@ -91,7 +94,9 @@ def report_from_db(
             data=DataDir(resolved.data) if resolved.data else None,
         )  # fmt: skip
     pack, chosen = statement.pack, statement.chosen
-    written = write_pack(pack, out, formats, templates=templates, jobs=jobs)
+    with open_engine(options.engine, options.scheduler, options.workers) as cluster:
+        dask = getattr(cluster, "client", None)
+        written = write_pack(pack, out, formats, templates=templates, jobs=jobs, dask=dask)
     what = (
         f"revision {chosen.revision}"
         if chosen.revision is not None

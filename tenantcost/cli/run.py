@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 import typer
 
-from tenantcost.allocate import AllocationResult, allocate_stream
+from tenantcost.allocate import AllocationResult, allocate_keys, allocate_stream
 from tenantcost.cli.shell import RunOptions
 from tenantcost.collect import RESPONSES_FOLDER, collect_summary, collect_to_folder, opencost_source
 from tenantcost.config.rules import RuleSet, load_rules
@@ -35,7 +35,7 @@ from tenantcost.usage_source import is_url, open_usage
 from tenantcost.windows import Period, parse_utc
 from tenantcost.writers.compare import compare_document, compare_table
 from tenantcost.writers.files import prepare_out_dir, with_decimal_amount, write_outputs
-from tenantcost.writers.json_output import reconciliation_document, result_document
+from tenantcost.writers.json_output import reconciliation_document, result_json
 from tenantcost.writers.text import cascade_table, clients_table, header, money, sources_table
 
 
@@ -133,6 +133,25 @@ class Run:
         casc = cascade(result)
         return Allocation(result, casc if audit else require_closed(casc))
 
+    def allocate_keys(self, keys: list[str | None]) -> list[Allocation]:
+        """Allocate under each of ``keys`` (``None``: the rules' own) in one pass over the
+        usage (:func:`tenantcost.allocate.allocate_keys`); every cascade must close."""
+        with chunk_progress("allocating") as progress:
+            results = allocate_keys(
+                self.inputs.costs,
+                self.inputs.usage,
+                self.inputs.ruleset,
+                keys=keys,
+                period=self.period,
+                detail="period",
+                chunk=self.chunk,
+                progress=progress,
+                rules_origin=str(self.inputs.config),
+                con=self.inputs.con,
+                engine=self.engine,
+            )
+        return [Allocation(r, require_closed(cascade(r))) for r in results]
+
 
 def require_config(options: RunOptions) -> Path:
     """``--config``: typer requires it of every command but ``report``, which checks it
@@ -206,7 +225,7 @@ def allocate(options: RunOptions, key: str | None, fmt: str) -> None:
         allocation = run.allocate(key, lines_out=lines_out)
     result, casc = allocation.result, allocation.cascade
     if fmt == "json":
-        typer.echo(json.dumps(result_document(result), indent=2))
+        typer.echo(result_json(result))  # json.dumps(result_document(...), indent=2), fast
     elif fmt == "csv":
         totals = result.client_totals().assign(currency=result.currency)
         typer.echo(with_decimal_amount(totals).to_csv(index=False), nl=False)
@@ -262,25 +281,34 @@ def report(
 ) -> None:
     """``report``: the pack around the main run, through the same inputs and core; with a
     ``catalog``, also the unit-economics finance page (:func:`tenantcost.cli.economics.
-    finance_page`)."""
+    finance_page`). With ``--engine dask`` the allocations and the PDFs run on the cluster."""
     from tenantcost.report import build_pack, parse_formats, write_pack
+    from tenantcost.report.pack import alternative_keys
+    from tenantcost.report.pdf_dask import dask_pdfs
 
     formats = parse_formats(fmt)
     out = options.out
     assert out is not None  # --out is required by the command
     at = parse_generated_at(generated_at)
+    pdf_cluster = dask_pdfs(options.engine, options.scheduler, jobs)
     with opened(options) as run:
+        keys = alternative_keys(run.inputs)  # the pack's re-runs, in the main run's pass
+        base, *others = run.allocate_keys([None, *keys])
+        alternatives = {k: o.result for k, o in zip(keys, others, strict=True)}
         pack = build_pack(
-            run.inputs, run.allocate().result, clients=clients, places=decimals, generated_at=at
-        )
+            run.inputs, base.result, clients=clients, places=decimals, generated_at=at,
+            engine=run.engine, alternatives=alternatives,
+        )  # fmt: skip
         economics = None
         if catalog is not None:
             from tenantcost.cli.economics import finance_page
 
             economics = finance_page(run, pack.base, catalog, templates, at)
-    written = write_pack(
-        pack, out, formats, templates=templates, jobs=jobs, unit_economics=economics
-    )
+        dask = getattr(run.engine, "client", None) if pdf_cluster else None
+        written = write_pack(
+            pack, out, formats, templates=templates, jobs=jobs, unit_economics=economics,
+            dask=dask,
+        )  # fmt: skip
     typer.echo(
         f"wrote {len(written)} files for {len(pack.clients)} client(s) to {out} "
         f"(open {out / 'index.html'})",

@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tenantcost.allocate import AllocationResult, allocate_stream
+from tenantcost.allocate import AllocationResult, allocate_keys, allocate_stream
 from tenantcost.bridge import bridges, compare_months, only_version, oriented
 from tenantcost.config.rules import RuleSet
+from tenantcost.engine import Engine
 from tenantcost.errors import InputError, InputWarning
 from tenantcost.inputs import Inputs
 from tenantcost.money import round_for_display
@@ -74,11 +75,16 @@ class RuleChange:
 
 
 def quiet_allocate(
-    inputs: Inputs, ruleset: RuleSet, period: Period, key: str | None = None
+    inputs: Inputs,
+    ruleset: RuleSet,
+    period: Period,
+    key: str | None = None,
+    engine: Engine | None = None,
 ) -> AllocationResult:
     """A re-run (another key, rule version or period) through the same usage source and
-    chunked core as the main run, on the usage of ``period`` only; its warnings were already
-    shown by the main run. A re-run whose cascade does not close is an internal error."""
+    chunked core (and ``engine``) as the main run, on the usage of ``period`` only; its
+    warnings were already shown by the main run. A re-run whose cascade does not close is an
+    internal error."""
     usage = inputs.usage.within(period) if inputs.usage is not None else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InputWarning)
@@ -90,18 +96,51 @@ def quiet_allocate(
             period=period,
             detail="period",
             con=inputs.con,
+            engine=engine,
         )
     require_closed(cascade(result))
     return result
+
+
+def quiet_allocate_keys(
+    inputs: Inputs,
+    ruleset: RuleSet,
+    period: Period,
+    keys: list[str],
+    engine: Engine | None = None,
+) -> list[AllocationResult]:
+    """:func:`quiet_allocate` under each of ``keys``, in one pass over the usage
+    (:func:`tenantcost.allocate.allocate_keys`: each chunk is read once, split once per
+    key); results in the order of ``keys``."""
+    if not keys:
+        return []
+    usage = inputs.usage.within(period) if inputs.usage is not None else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InputWarning)
+        results = allocate_keys(
+            inputs.costs,
+            usage,
+            ruleset,
+            keys=keys,
+            period=period,
+            detail="period",
+            con=inputs.con,
+            engine=engine,
+        )
+    for result in results:
+        require_closed(cascade(result))
+    return results
 
 
 def _totals(result: AllocationResult) -> pd.Series:
     return result.client_totals().set_index("client")["amount"].astype("int64")
 
 
-def _column(label: str, inputs: Inputs, ruleset: RuleSet, period: Period) -> Column:
+def _column(
+    label: str, inputs: Inputs, ruleset: RuleSet, period: Period, engine: Engine | None = None
+) -> Column:
     try:
-        return Column(label, _totals(quiet_allocate(inputs, ruleset, period)))
+        return Column(label, _totals(quiet_allocate(inputs, ruleset, period, engine=engine)))
     except InputError as exc:
         return Column(label, None, exc.one_line())
 
@@ -118,7 +157,9 @@ def previous_period(period: Period) -> Period:
     return Period(start - (period.end - start), start)
 
 
-def within_period(base: AllocationResult, inputs: Inputs, ruleset: RuleSet) -> list[RuleChange]:
+def within_period(
+    base: AllocationResult, inputs: Inputs, ruleset: RuleSet, engine: Engine | None = None
+) -> list[RuleChange]:
     """A notice per rule change inside the period (the period spans several versions)."""
     if len(base.rules) < 2:
         return []
@@ -139,12 +180,14 @@ def within_period(base: AllocationResult, inputs: Inputs, ruleset: RuleSet) -> l
                 inputs,
                 only_version(ruleset, old, base.period.start),
                 base.period,
+                engine,
             ),
             _column(
                 f"Whole period under {new.id}",
                 inputs,
                 only_version(ruleset, new, base.period.start),
                 base.period,
+                engine,
             ),
         ]
         changes.append(
@@ -165,7 +208,7 @@ def within_period(base: AllocationResult, inputs: Inputs, ruleset: RuleSet) -> l
 
 
 def previous_allocation(
-    base: AllocationResult, inputs: Inputs, ruleset: RuleSet
+    base: AllocationResult, inputs: Inputs, ruleset: RuleSet, engine: Engine | None = None
 ) -> AllocationResult | None:
     """The previous period allocated under the rule as dated, once per pack; ``None`` when
     its data is not in the inputs or it cannot be allocated at all."""
@@ -175,7 +218,7 @@ def previous_allocation(
     if not inside.any():
         return None
     try:
-        return quiet_allocate(inputs, ruleset, prev)
+        return quiet_allocate(inputs, ruleset, prev, engine=engine)
     except InputError:
         return None  # the previous period cannot be allocated at all: nothing to compare
 
@@ -185,10 +228,12 @@ def against_previous(
     inputs: Inputs,
     ruleset: RuleSet,
     earlier: AllocationResult | None = None,
+    engine: Engine | None = None,
 ) -> list[RuleChange]:
     """A notice when the previous period's data is present and was under another rule
     (``earlier``: that period's allocation, when the caller has it already)."""
-    earlier = earlier if earlier is not None else previous_allocation(base, inputs, ruleset)
+    if earlier is None:
+        earlier = previous_allocation(base, inputs, ruleset, engine)
     if earlier is None:
         return []
     prev = earlier.period
@@ -216,6 +261,7 @@ def against_previous(
                     inputs,
                     only_version(ruleset, current, prev.start),
                     prev,
+                    engine,
                 ),
                 Column(f"{this_label} ({', '.join(new_ids)})", _totals(base)),
             ],
@@ -254,6 +300,7 @@ def pack_bridges(
     inputs: Inputs,
     ruleset: RuleSet,
     earlier: AllocationResult | None,
+    engine: Engine | None = None,
 ) -> PackBridges | None:
     """The bridge of every client present in both ``earlier`` and ``base``; ``None`` without
     a previous period, or when a rule change cannot be restated (the previous-rule notice
@@ -266,7 +313,11 @@ def pack_bridges(
     )
     try:
         comparison = compare_months(
-            earlier, base, labels, ruleset, lambda rules, p: quiet_allocate(inputs, rules, p)
+            earlier,
+            base,
+            labels,
+            ruleset,
+            lambda rules, p: quiet_allocate(inputs, rules, p, engine=engine),
         )
     except InputError:
         return None

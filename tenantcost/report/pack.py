@@ -3,15 +3,17 @@
 The pack takes the main run (the rule as written, made by the command's run sequence like
 ``allocate``'s), re-runs the core under every alternative key (each usage column and ``even``),
 grades each client's confidence, detects rule changes and fingerprints the inputs. Every
-re-run reads the same usage source chunk by chunk, and what the grades need from the usage
-beyond the allocations (no-client shares, the services each client used, client ids) is
-aggregated by DuckDB over that source: a Parquet month is never loaded into pandas. Sheets
-and the finance summary are then only views of this one object, so every page of a pack shows
-the same figures.
+re-run reads the same usage source chunk by chunk (all of them in one pass, with the main
+run when the command computes them together: ``tenantcost.allocate.allocate_keys``), and what
+the grades need from the usage beyond the allocations (no-client shares, the services each
+client used, client ids) is aggregated by DuckDB over that source: a Parquet month is never
+loaded into pandas. Sheets and the finance summary are then only views of this one object, so
+every page of a pack shows the same figures.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -20,6 +22,7 @@ import pandas as pd
 
 from tenantcost.allocate import NO_CLIENT, AllocationResult
 from tenantcost.config.rules import EVEN, RuleSet, WeightsKey
+from tenantcost.engine import Engine
 from tenantcost.errors import InputError
 from tenantcost.inputs import Inputs
 from tenantcost.report.changes import (
@@ -28,7 +31,7 @@ from tenantcost.report.changes import (
     against_previous,
     pack_bridges,
     previous_allocation,
-    quiet_allocate,
+    quiet_allocate_keys,
     within_period,
 )
 from tenantcost.report.confidence import (
@@ -139,17 +142,26 @@ class PackFigures:
     """Every client's bridge from the previous period (:func:`pack_bridges`), or ``None``."""
 
 
-def pack_figures(inputs: Inputs, base: AllocationResult) -> PackFigures:
-    """Re-run under every alternative key, detect rule changes, aggregate the usage."""
+def pack_figures(
+    inputs: Inputs,
+    base: AllocationResult,
+    engine: Engine | None = None,
+    alternatives: Mapping[str, AllocationResult] | None = None,
+) -> PackFigures:
+    """Re-run under every alternative key, detect rule changes, aggregate the usage; every
+    re-run on ``engine``, the main run's (``report --engine dask``)."""
     ruleset = inputs.ruleset
     keys = alternative_keys(inputs)
     runs: dict[str, AllocationResult] = {RULE: base}
-    for key in keys:  # one re-run per key: the whole period, chunked like the main run
-        runs[key] = quiet_allocate(inputs, ruleset, base.period, key=key)
+    if alternatives is None:  # one pass over the usage for every key, chunked like the main run
+        alternatives = dict(
+            zip(keys, quiet_allocate_keys(inputs, ruleset, base.period, keys, engine), strict=True)
+        )
+    runs.update({key: alternatives[key] for key in keys})
     amounts = key_amounts(runs)
-    earlier = previous_allocation(base, inputs, ruleset)  # once per pack
-    changes = within_period(base, inputs, ruleset) + against_previous(
-        base, inputs, ruleset, earlier
+    earlier = previous_allocation(base, inputs, ruleset, engine)  # once per pack
+    changes = within_period(base, inputs, ruleset, engine) + against_previous(
+        base, inputs, ruleset, earlier, engine
     )
     named = (_rule_clients(ruleset) | usage_clients(inputs)) - set(amounts.index.astype(str))
     return PackFigures(
@@ -158,7 +170,7 @@ def pack_figures(inputs: Inputs, base: AllocationResult) -> PackFigures:
         changes=changes,
         usage=usage_figures(inputs.usage, inputs.con, ruleset, base.period, inputs.costs),
         other_clients=sorted(named),
-        bridges=pack_bridges(base, inputs, ruleset, earlier),
+        bridges=pack_bridges(base, inputs, ruleset, earlier, engine),
     )
 
 
@@ -168,14 +180,19 @@ def build_pack(
     clients: list[str] | None = None,
     places: int | None = None,
     generated_at: datetime | None = None,
+    engine: Engine | None = None,
+    alternatives: Mapping[str, AllocationResult] | None = None,
 ) -> ReportPack:
-    """Gather the pack around the main run ``base``: re-run under every alternative key,
+    """Gather the pack around the main run ``base``: re-run under every alternative key
+    (unless ``alternatives`` holds those runs already, computed in the main run's pass),
     grade, detect rule changes and fingerprint the inputs. ``generated_at`` pins the time the
-    pages show (``--generated-at``), before ``SOURCE_DATE_EPOCH`` and the clock."""
+    pages show (``--generated-at``), before ``SOURCE_DATE_EPOCH`` and the clock; the re-runs
+    go to ``engine`` (``None``: in this process)."""
     provenance = collect(
         inputs.config, inputs.cost_paths, inputs.usage_paths, base.rules, at=generated_at
     )
-    return assemble_pack(inputs, base, pack_figures(inputs, base), provenance, clients, places)
+    figures = pack_figures(inputs, base, engine, alternatives)
+    return assemble_pack(inputs, base, figures, provenance, clients, places)
 
 
 def assemble_pack(

@@ -29,6 +29,7 @@ from tenantcost.report import markdown as md
 from tenantcost.report.display import format_share, format_units
 from tenantcost.report.pack import ReportPack
 from tenantcost.report.pdf import PdfPool, default_jobs, write_pdf
+from tenantcost.report.pdf_dask import DaskPdfPool
 from tenantcost.report.sheet import ClientSheet, build_sheet, period_view, prepare, slug
 from tenantcost.report.summary import FinanceSummary, build_summary
 
@@ -154,13 +155,15 @@ class Writer:
     jobs: int = 1
     unit_economics: str | None = None
     """The unit-economics finance page (``report --catalog``), written as it is."""
+    dask: Any = None
+    """A ``distributed.Client`` (``report --engine dask``): its workers write the PDFs."""
 
     def __post_init__(self) -> None:
         self.html_env = environment("html", self.templates)
         self.md_env = environment("md", self.templates)
         self.weasyprint = load_weasyprint() if "pdf" in self.formats else None
         self.written: list[Path] = []
-        self.pool: PdfPool | None = None
+        self.pool: PdfPool | DaskPdfPool | None = None
 
     def _write(self, path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -187,16 +190,23 @@ class Writer:
             self.tick(f"{stem.name}.md")
 
     def run(self) -> list[Path]:
-        """Every file of the pack; PDFs in a process pool when ``jobs`` > 1 and there are
-        several (the summary and at least one sheet)."""
-        if "pdf" not in self.formats or self.jobs < 2 or not self.pack.clients:
+        """Every file of the pack; PDFs on the Dask cluster's workers, else in a process pool
+        when ``jobs`` > 1 and there are several (the summary and at least one sheet)."""
+        if "pdf" in self.formats and self.dask is not None:
+            pool: PdfPool | DaskPdfPool = DaskPdfPool(self.dask, self._page_done)
+        elif "pdf" not in self.formats or self.jobs < 2 or not self.pack.clients:
             return self._pages()
-        with PdfPool(self.jobs, lambda target: self.tick(target.name)) as pool:
+        else:
+            pool = PdfPool(self.jobs, self._page_done)
+        with pool:
             self.pool = pool
             written = self._pages()
             pool.finish()
         self.pool = None
         return written
+
+    def _page_done(self, target: Path) -> None:
+        self.tick(target.name)
 
     def _pages(self) -> list[Path]:
         pack = self.pack
@@ -314,9 +324,11 @@ def write_pack(
     progress: bool | None = None,
     jobs: int | None = None,
     unit_economics: str | None = None,
+    dask: Any = None,
 ) -> list[Path]:
     """Render every file of the pack into ``out``; a progress bar on a terminal's stderr.
-    PDFs are written by ``jobs`` processes (default: the cores; 1: in this process)."""
+    PDFs are written by ``jobs`` processes (default: the cores; 1: in this process), or by
+    the workers of ``dask`` (a ``distributed.Client``, ``--engine dask``)."""
     if templates is not None and not templates.is_dir():
         raise InputError("--templates: not a folder", file=str(templates))
     steps = (len(pack.clients) + 1) * len(formats) + 1
@@ -337,7 +349,7 @@ def write_pack(
             bar.update(task, advance=1, description=f"rendering {name}")
 
         writer = Writer(
-            pack, out, formats, templates, tick, jobs or default_jobs(), unit_economics
+            pack, out, formats, templates, tick, jobs or default_jobs(), unit_economics, dask
         )
         try:
             return writer.run()
