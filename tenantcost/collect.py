@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from pydantic import ValidationError
@@ -26,10 +26,12 @@ from tenantcost.config.rules import RuleSet
 from tenantcost.config.sources import OpenCostSource
 from tenantcost.errors import InputError
 from tenantcost.readers.costs import read_costs
-from tenantcost.readers.opencost_api import Collection, collect_allocations
 from tenantcost.timefmt import ISO_Z_FORMAT, iso_z_seconds
 from tenantcost.windows import Period
 from tenantcost.writers.text import money, render_table
+
+if TYPE_CHECKING:  # the API client (requests, urllib3) is imported only when costs come from it
+    from tenantcost.readers.opencost_api import Collection
 
 RESPONSES_FOLDER = "responses"
 """Sub-folder of ``--out`` that holds the raw OpenCost responses."""
@@ -103,6 +105,8 @@ def load_costs(
             raise InputError(
                 f"costs from the OpenCost API ({where}) need a period: give --month or --from/--to"
             )
+        from tenantcost.readers.opencost_api import collect_allocations
+
         collection = collect_allocations(source, period.start, period.end, responses_dir)
         saved = [r.file for r in collection.responses if r.file is not None]
         return CostInput(collection.costs, saved, source, collection)
@@ -122,6 +126,8 @@ def collect_to_folder(
     source: OpenCostSource, period: Period, out: Path | None
 ) -> tuple[Collection, list[Path]]:
     """Ask the API for ``period``; with ``out``, save responses and ``costs.csv`` there."""
+    from tenantcost.readers.opencost_api import collect_allocations
+
     responses_dir = out / RESPONSES_FOLDER if out is not None else None
     collection = collect_allocations(source, period.start, period.end, responses_dir)
     written: list[Path] = []

@@ -150,3 +150,27 @@ def test_a_month_of_usage_is_read_by_arrow(tmp_path: Path) -> None:
     path.write_text(path.read_text().replace("Zürich AG", '"Zürich, AG"'), encoding="utf-8")
     assert arrow_cells(path, header) is None  # quotes: pandas reads it
     assert read_usage([path])["client"].tolist() == ["00123", "Zürich, AG"]
+
+
+timestamp_text = st.one_of(
+    st.sampled_from([
+        "2026-11-01T00:00:00Z", " 2026-11-01T00:00:00Z ", "2026-11-01T01:00:00+01:00",
+        "2026-11-01 00:00:00", "2026-11-01T00:00:00.5Z", "", "  ", "not a time", "2026-13-01",
+        "1500-01-01T00:00:00Z",
+    ]),
+    st.datetimes().map(lambda d: d.isoformat()),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(cells=st.lists(st.one_of(st.none(), timestamp_text), max_size=30))
+def test_timestamps_parsed_once_per_distinct_text_equal_parsing_every_cell(cells):
+    """Each distinct text is parsed once; the result is that of parsing every cell."""
+    from tenantcost.readers.canonical import _parse_distinct
+
+    values = pd.Series(cells, dtype="str")
+    every = pd.to_datetime(values.fillna("").str.strip(), utc=True, format="ISO8601",
+                           errors="coerce")
+    pd.testing.assert_series_equal(_parse_distinct(values), every, check_dtype=False,
+                                   check_names=False)
+    assert _parse_distinct(values).dtype == every.dtype or values.empty
