@@ -23,12 +23,13 @@ clients.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from tenantcost.allocate import AllocationResult, allocate_keys, allocate_stream
+from tenantcost.allocate import AllocationResult, allocate_keys
 from tenantcost.bridge import bridges, compare_months, only_version, oriented
 from tenantcost.config.rules import RuleSet
 from tenantcost.engine import Engine
@@ -85,28 +86,14 @@ def quiet_allocate(
     chunked core (and ``engine``) as the main run, on the usage of ``period`` only; its
     warnings were already shown by the main run. A re-run whose cascade does not close is an
     internal error."""
-    usage = inputs.usage.within(period) if inputs.usage is not None else None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", InputWarning)
-        result = allocate_stream(
-            inputs.costs,
-            usage,
-            ruleset,
-            key=key,
-            period=period,
-            detail="period",
-            con=inputs.con,
-            engine=engine,
-        )
-    require_closed(cascade(result))
-    return result
+    return quiet_allocate_keys(inputs, ruleset, period, [key], engine)[0]
 
 
 def quiet_allocate_keys(
     inputs: Inputs,
     ruleset: RuleSet,
     period: Period,
-    keys: list[str],
+    keys: Sequence[str | None],
     engine: Engine | None = None,
 ) -> list[AllocationResult]:
     """:func:`quiet_allocate` under each of ``keys``, in one pass over the usage
