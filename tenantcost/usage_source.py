@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pandas as pd
 
-from tenantcost.errors import InputError
+from tenantcost.errors import InputError, InternalError
 from tenantcost.limits import MAX_USAGE_VALUE
 from tenantcost.readers.costs import expand_paths
 from tenantcost.readers.usage import usage_limit_problem
@@ -331,8 +332,9 @@ class ParquetUsage(UsageSource):
         return f"{row[0]}:row {row[1]}" if row else self.origin
 
     def _validate(self, con: duckdb.DuckDBPyConnection) -> None:
-        """The checks the CSV reader makes, as SQL over the chunk: one pass to count every
-        kind of problem, then the first bad row of the first kind found, by file and row."""
+        """The checks the CSV reader makes, as SQL over the chunk: one pass that finds whether
+        any row has a problem (and hashes every row's key for the duplicate check); only then
+        the first bad row of the first kind found, by file and row."""
         checks: list[tuple[str, str, str]] = [
             (
                 "service IS NULL OR trim(service) = ''",
@@ -352,25 +354,12 @@ class ParquetUsage(UsageSource):
             )
             checks.append((f"{q} < 0 OR isinf({q})", m, "usage value must be finite and >= 0"))
             checks.append((f"{q} > {MAX_USAGE_VALUE!r}", m, usage_limit_problem("")))
-        counts = _first(
-            con.execute(
-                "SELECT " + ", ".join(f"count_if({c})" for c, _, _ in checks) + " FROM chunk_usage"
-            )
-        )
-        for (condition, column, message), count in zip(checks, counts or (), strict=True):
-            if count:
-                file, _, where = self.first_row(con, condition).rpartition(":")
-                raise InputError(message, file=file, where=where, column=column)
-        # Duplicates: first a cheap pass on one 64-bit hash per row; only if two rows share a
-        # hash, the exact (and slower) check on the key columns decides.
-        suspect = _first(
-            con.execute(
-                "SELECT count(*) FROM (SELECT hash(window_start, window_end, service, client) "
-                "AS h FROM chunk_usage GROUP BY h HAVING count(*) > 1)"
-            )
-        )
+        any_problem = " OR ".join(f"({c})" for c, _, _ in checks)
+        hashes, problems = _scan_chunk(con, any_problem)
+        if problems:
+            self._raise_first_problem(con, checks)
         key = None
-        if suspect and suspect[0]:
+        if _shared(hashes):
             key = _first(
                 con.execute(
                     "SELECT window_start, window_end, service, client FROM chunk_usage GROUP BY "
@@ -395,6 +384,45 @@ class ParquetUsage(UsageSource):
                 where=where,
                 column="client",
             )
+
+    def _raise_first_problem(
+        self, con: duckdb.DuckDBPyConnection, checks: list[tuple[str, str, str]]
+    ) -> None:
+        """Some row fails a check: count each kind, then name the first bad row of the first
+        kind found, by file and row."""
+        counts = _first(
+            con.execute(
+                "SELECT " + ", ".join(f"count_if({c})" for c, _, _ in checks) + " FROM chunk_usage"
+            )
+        )
+        for (condition, column, message), count in zip(checks, counts or (), strict=True):
+            if count:
+                file, _, where = self.first_row(con, condition).rpartition(":")
+                raise InputError(message, file=file, where=where, column=column)
+        raise InternalError("a usage row failed the checks, but no single check finds it")
+
+
+def _scan_chunk(con: duckdb.DuckDBPyConnection, any_problem: str) -> tuple[np.ndarray, bool]:
+    """One pass over ``chunk_usage``: the 64-bit hash of each row's key columns (for the
+    duplicate check) and whether any row meets ``any_problem`` (the row checks, OR-ed).
+
+    One scan serves both checks; which check failed, and where, is only worked out when one
+    did (:meth:`ParquetUsage._raise_first_problem`).
+    """
+    columns = con.sql(
+        f"SELECT hash(window_start, window_end, service, client) AS h, "
+        f"coalesce({any_problem}, false) AS bad FROM chunk_usage"
+    ).fetchnumpy()
+    return np.asarray(columns["h"]), bool(np.any(columns["bad"]))
+
+
+def _shared(hashes: np.ndarray) -> bool:
+    """Whether two of ``hashes`` are equal: the cheap first pass of the duplicate check (only
+    if it says yes does the exact, slower group-by on the key columns decide). Sorted in numpy
+    and neighbours compared, which measured twice as fast as a DuckDB group-by on the hash: a
+    chunk of millions of rows needs no hash table of millions of entries."""
+    hashes.sort()
+    return bool(np.any(hashes[1:] == hashes[:-1]))
 
 
 def is_url(path: str | Path) -> bool:

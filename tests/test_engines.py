@@ -303,3 +303,65 @@ def test_duplicate_parquet_rows_name_both_rows(dataset: Path, tmp_path: Path) ->
     message = str(err.value)
     assert "duplicate usage row" in message
     assert "dup.parquet:row 4" in message and f"row {len(frame)}" in message
+
+
+def _bad_late_chunk(dataset: Path, tmp_path: Path) -> Path:
+    """The dataset's usage with one negative value on its last day (a late chunk)."""
+    bad = tmp_path / "late-bad"
+    for part in sorted((dataset / "usage").rglob("*.parquet")):
+        target = bad / part.relative_to(dataset / "usage")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(part.read_bytes())
+    last = sorted(bad.rglob("*.parquet"))[-1]
+    frame = pd.read_parquet(last)
+    frame.loc[11, "cpu_seconds"] = -2.0
+    frame.to_parquet(last)
+    return last
+
+
+def test_a_bad_row_in_a_late_chunk_stops_the_pipelined_run_with_its_name(
+    dataset: Path, tmp_path: Path
+) -> None:
+    """The local engine splits the next chunk on a worker thread while the fold takes the
+    last one: an input error there reaches the caller as itself, naming file, row and
+    column, and the worker is gone afterwards (its connection usable again)."""
+    import threading
+
+    from tenantcost.errors import InputError
+
+    last = _bad_late_chunk(dataset, tmp_path)
+    con = connect()
+    source = ParquetUsage([last.parent.parent], con)
+    with pytest.raises(InputError) as err:
+        allocate_stream(read_costs([dataset / "costs.csv"]), source,
+                        load_rules(dataset / "rules.yaml"), con=con, chunk=pd.Timedelta("6h"),
+                        period=Period(START, START + pd.Timedelta(hours=HOURS)))
+    assert f"{last}" in str(err.value) and "row 12" in str(err.value)
+    assert "cpu_seconds" in str(err.value)
+    assert not [t for t in threading.enumerate() if t.name == "tenantcost-chunks"]
+    assert con.execute("SELECT 41 + 1").fetchall() == [(42,)]
+
+
+def test_a_caller_that_stops_early_stops_the_worker(dataset: Path) -> None:
+    """Closing the engine's output stream after the first chunk ends the worker thread and
+    gives the connection back: no chunk keeps running in the background."""
+    import threading
+
+    from tenantcost.engine import LocalEngine
+    from tenantcost.engine.chunks import chunk_tasks
+    from tenantcost.kinds import Detail
+    from tenantcost.plan import plan_allocation
+    from tenantcost.windows import chunk_bounds
+
+    con = connect()
+    period = Period(START, START + pd.Timedelta(hours=HOURS))
+    plan = plan_allocation(read_costs([dataset / "costs.csv"]),
+                           load_rules(dataset / "rules.yaml"), key=None, period=period)
+    bounds = chunk_bounds(plan.period, pd.Timedelta("6h"), plan.cost_windows)
+    tasks = chunk_tasks(plan, bounds, Detail.PERIOD, None)
+    outputs = LocalEngine(con).run(ParquetUsage([dataset / "usage"], con), tasks)
+    first = next(outputs)
+    assert first.index == 0 and first.usage_rows > 0
+    outputs.close()
+    assert not [t for t in threading.enumerate() if t.name == "tenantcost-chunks"]
+    assert con.execute("SELECT count(*) FROM range(3)").fetchall() == [(3,)]

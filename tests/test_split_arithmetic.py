@@ -16,6 +16,7 @@ from tenantcost.limits import MAX_POOL_MEASURE
 from tenantcost.split import (
     FAST_MAX_PARENT,
     FAST_MAX_PRODUCT,
+    MAX_NARROW_TOTAL,
     Arithmetic,
     _split,
     choose_arithmetic,
@@ -34,8 +35,11 @@ def exact_parts(parent: int, weights: list[int]) -> list[int]:
     return base
 
 
-def split_with(how: Arithmetic, pools: list[tuple[int, list[int]]]) -> dict[tuple[int, int], int]:
-    """Run the split's SQL with arithmetic ``how`` on pools of (amount, weights)."""
+def split_with(
+    how: Arithmetic, pools: list[tuple[int, list[int]]], narrow: bool = False
+) -> dict[tuple[int, int], int]:
+    """Run the split's SQL with arithmetic ``how`` on pools of (amount, weights), ranking the
+    remainders as ``BIGINT`` if ``narrow``."""
     con: duckdb.DuckDBPyConnection = connect()
     pool_rows = pd.DataFrame({"pool": range(len(pools)), "amount": [p for p, _ in pools]})
     recipients = pd.DataFrame(
@@ -54,7 +58,7 @@ def split_with(how: Arithmetic, pools: list[tuple[int, list[int]]]) -> dict[tupl
     )
     con.execute("CREATE TEMP TABLE t AS SELECT pool, sum(weight) AS total FROM r GROUP BY pool")
     rows = con.execute(
-        f"WITH {_split('parts', 'r', 't', 'p', how)} SELECT pool, client, amount FROM parts"
+        f"WITH {_split('parts', 'r', 't', 'p', how, narrow)} SELECT pool, client, amount FROM parts"
     ).fetchall()
     return {(int(pool), int(client)): int(amount) for pool, client, amount in rows}
 
@@ -112,3 +116,26 @@ def test_pools_outside_the_estimate_range_take_the_limbs():
     assert choose_arithmetic(10**12, MAX_POOL_MEASURE) == Arithmetic.LIMBS
     assert choose_arithmetic(10**6, FAST_MAX_PRODUCT // 10**6 - 1) == Arithmetic.ESTIMATE
     assert choose_arithmetic(0, 0) == Arithmetic.ESTIMATE
+
+
+narrow_weight = st.one_of(
+    st.integers(min_value=1, max_value=10**6),
+    st.integers(min_value=MAX_NARROW_TOTAL // 4 - 10**6, max_value=MAX_NARROW_TOTAL // 4),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    pools=st.lists(
+        st.tuples(in_range_parent, st.lists(narrow_weight, min_size=1, max_size=4)),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_remainders_ranked_as_bigint_give_the_same_parts_up_to_the_narrow_limit(pools):
+    """Totals up to ``2^63 - 1`` (four weights near a quarter of it): remainders just below
+    the limit rank the same as 64-bit integers as they do as 128-bit ones."""
+    assert all(sum(ws) <= MAX_NARROW_TOTAL for _, ws in pools)
+    want = expected(pools)
+    assert split_with(Arithmetic.ESTIMATE, pools, narrow=True) == want
+    assert split_with(Arithmetic.LIMBS, pools, narrow=True) == want
