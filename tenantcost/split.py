@@ -272,65 +272,18 @@ def _run_split(
     )
     found = con.execute("SELECT min(cid) FROM t_clients WHERE client = ''").fetchall()
     no_client = int(found[0][0]) if found and found[0][0] is not None else -1
-    weight = _weight_expression(metrics)
-    weights_join = (
-        "LEFT JOIN t_spec_weights sw ON sw.spec = s.spec AND sw.client = u.client"
-        if not tables.spec_weights.empty
-        else "LEFT JOIN (SELECT NULL::BIGINT AS weight) sw ON FALSE"
-    )
-    key_index = ", ".join(f"({i}, {_literal(m)})" for i, m in enumerate(metrics)) or "(0, '')"
-    # Each pool with its spec's key and each service it is split by (small).
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE t_pool_services AS
-        WITH spec_info AS (
-            SELECT s.spec, s.agg,
-                   CASE s.key_kind WHEN 'even' THEN {KEY_EVEN} WHEN 'weights' THEN {KEY_WEIGHTS}
-                        ELSE coalesce(k.i, {KEY_UNKNOWN}) END AS key_code,
-                   (SELECT count(*) FROM t_spec_services ss WHERE ss.spec = s.spec) > 1 AS multi
-            FROM t_specs s LEFT JOIN (VALUES {key_index}) k(i, name) ON k.name = s.key_column
-        )
-        SELECT p.pool, p.spec, p.window_start, p.window_end, ss.service, i.agg, i.key_code,
-               i.multi
-        FROM t_pools p JOIN spec_info i ON i.spec = p.spec JOIN t_spec_services ss
-          ON ss.spec = p.spec
-        """
-    )
-
-    def usage_rows(multi: bool) -> str:
-        """Each usage row joined with the pools of its window and service (of one kind)."""
-        return f"""
-            SELECT s.pool, c.cid AS client, s.agg, {weight} AS weight
-            FROM t_pool_services s
-            JOIN ({usage_sql}) u
-              ON u.window_start = s.window_start AND u.window_end = s.window_end
-             AND u.service = s.service
-            JOIN t_clients c ON c.client = u.client
-            {weights_join}
-            WHERE {"" if multi else "NOT "}s.multi"""
-
-    # Single-service specs (every shared workload): usage rows are unique per window, service
-    # and client (the readers reject duplicates), so each row is one recipient as it is.
-    # Multi-service specs (external costs) sum a client's rows over the services (or take
-    # the max for `even` and contract weights, which count a client once). Two scans of the
-    # chunk, one per kind: measured faster than one join materialised for both.
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE recipients AS
-        SELECT pool, client, weight FROM ({usage_rows(False)}) WHERE weight > 0
-        UNION ALL
-        SELECT pool, client,
-               (CASE WHEN any_value(agg) = 'max' THEN max(weight)
-                     ELSE sum(weight) END)::HUGEINT AS weight
-        FROM ({usage_rows(True)}) GROUP BY pool, client HAVING max(weight) > 0
-        """
-    )
+    _build_recipients(con, tables, usage_sql, metrics)
     con.execute(
         "CREATE OR REPLACE TEMP TABLE pool_totals AS "
         "SELECT pool, sum(weight) AS total FROM recipients GROUP BY pool"
     )
     _check_ranges(con)
     (keyed_how, keyed_narrow), (idle_how, idle_narrow) = _arithmetic(con)
+    if keyed_narrow:  # a few rows: the split then joins and carries 64-bit totals
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE pool_totals AS "
+            "SELECT pool, total::BIGINT AS total FROM pool_totals"
+        )
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE keyed AS
@@ -397,6 +350,67 @@ def _run_split(
                '{CAUSE_NO_USAGE}' AS cause, p.amount
         FROM t_pools p
         WHERE p.amount <> 0 AND p.pool NOT IN (SELECT pool FROM pool_totals)
+        """
+    )
+
+
+def _build_recipients(
+    con: duckdb.DuckDBPyConnection, tables: SplitTables, usage_sql: str, metrics: list[str]
+) -> None:
+    """The ``recipients`` table (pool, client id, weight > 0) of every keyed pool.
+
+    Single-service specs (every shared workload): usage rows are unique per window, service
+    and client (the readers reject duplicates), so each row is one recipient as it is.
+    Multi-service specs (external costs) sum a client's rows over the services (or take the
+    max for ``even`` and contract weights, which count a client once). Two scans of the
+    chunk, one per kind: measured faster than one join materialised for both.
+    """
+    weights_join = (
+        "LEFT JOIN t_spec_weights sw ON sw.spec = s.spec AND sw.client = u.client"
+        if not tables.spec_weights.empty
+        else "LEFT JOIN (SELECT NULL::BIGINT AS weight) sw ON FALSE"
+    )
+    key_index = ", ".join(f"({i}, {_literal(m)})" for i, m in enumerate(metrics)) or "(0, '')"
+    # Each pool with its spec's key and each service it is split by (small).
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE t_pool_services AS
+        WITH spec_info AS (
+            SELECT s.spec, s.agg,
+                   CASE s.key_kind WHEN 'even' THEN {KEY_EVEN} WHEN 'weights' THEN {KEY_WEIGHTS}
+                        ELSE coalesce(k.i, {KEY_UNKNOWN}) END AS key_code,
+                   (SELECT count(*) FROM t_spec_services ss WHERE ss.spec = s.spec) > 1 AS multi
+            FROM t_specs s LEFT JOIN (VALUES {key_index}) k(i, name) ON k.name = s.key_column
+        )
+        SELECT p.pool, p.spec, p.window_start, p.window_end, ss.service, i.agg, i.key_code,
+               i.multi
+        FROM t_pools p JOIN spec_info i ON i.spec = p.spec JOIN t_spec_services ss
+          ON ss.spec = p.spec
+        """
+    )
+
+    def usage_rows(multi: bool) -> str:
+        """Each usage row joined with the pools of its window and service (of one kind)."""
+        return f"""
+            SELECT s.pool, c.cid AS client, s.agg, {weight} AS weight
+            FROM t_pool_services s
+            JOIN ({usage_sql}) u
+              ON u.window_start = s.window_start AND u.window_end = s.window_end
+             AND u.service = s.service
+            JOIN t_clients c ON c.client = u.client
+            {weights_join}
+            WHERE {"" if multi else "NOT "}s.multi"""
+
+    weight = _weight_expression(metrics)
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE recipients AS
+        SELECT pool, client, weight FROM ({usage_rows(False)}) WHERE weight > 0
+        UNION ALL
+        SELECT pool, client,
+               (CASE WHEN any_value(agg) = 'max' THEN max(weight)
+                     ELSE sum(weight) END)::HUGEINT AS weight
+        FROM ({usage_rows(True)}) GROUP BY pool, client HAVING max(weight) > 0
         """
     )
 
