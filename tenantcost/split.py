@@ -169,15 +169,21 @@ def _split(
     :data:`MAX_NARROW_TOTAL`, so the remainders are ranked, and the weights and totals
     returned, as ``BIGINT`` (narrower rows to sort and to sum afterwards).
     """
-    rest, measure = ("rest::BIGINT", "::BIGINT") if narrow else ("rest", "")
+    # Narrow: cast before the window, which copies every column it carries into its sort.
+    ranked = (
+        f"(SELECT pool, client, weight::BIGINT AS weight, total::BIGINT AS total, parent, "
+        f"base, rest::BIGINT AS rest FROM {name}_b)"
+        if narrow
+        else f"{name}_b"
+    )
     return f"""{_quotients(name, recipients, totals, pools, how)},
     {name} AS (
-        SELECT pool, client, weight{measure} AS weight, total{measure} AS total,
+        SELECT pool, client, weight, total,
                base + CASE WHEN row_number() OVER (
-                                PARTITION BY pool ORDER BY {rest} DESC, client ASC)
+                                PARTITION BY pool ORDER BY rest DESC, client ASC)
                             <= parent - sum(base) OVER (PARTITION BY pool)
                       THEN 1 ELSE 0 END AS amount
-        FROM {name}_b
+        FROM {ranked}
     )"""
 
 
