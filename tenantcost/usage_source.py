@@ -20,7 +20,7 @@ import copy
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import duckdb
 import numpy as np
@@ -387,7 +387,7 @@ class ParquetUsage(UsageSource):
 
     def _raise_first_problem(
         self, con: duckdb.DuckDBPyConnection, checks: list[tuple[str, str, str]]
-    ) -> None:
+    ) -> NoReturn:
         """Some row fails a check: count each kind, then name the first bad row of the first
         kind found, by file and row."""
         counts = _first(
