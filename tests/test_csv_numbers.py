@@ -12,13 +12,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tenantcost.errors import InputError
+from tenantcost.readers import canonical
 from tenantcost.readers.canonical import (
     RawTable,
     _plain_floats,
+    _quoted,
     arrow_cells,
     pandas_cells,
     parse_float,
     read_csv_header,
+    read_csv_raw,
 )
 from tenantcost.readers.usage import read_usage
 
@@ -132,6 +135,40 @@ def test_arrow_cells_are_pandas_cells(tmp_path_factory: pytest.TempPathFactory, 
         raise AssertionError(f"Arrow read a file pandas refuses: {exc}") from None
     exact.columns = pd.Index([str(c).strip() for c in exact.columns])
     pd.testing.assert_frame_equal(fast, exact)
+
+
+@settings(max_examples=100, deadline=None)
+@given(csv_texts())
+def test_raw_rows_are_the_same_whichever_parser_reads(
+    tmp_path_factory: pytest.TempPathFactory, text: str
+) -> None:
+    """Arrow's files skip the scan for line breaks in cells and blank lines (they have
+    neither): their cells and row numbers are still exactly pandas' path's."""
+    path = tmp_path_factory.mktemp("csv") / "rows.csv"
+    path.write_bytes(text.encode("utf-8"))
+    try:
+        fast = read_csv_raw(path)
+    except InputError:
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(canonical, "arrow_cells", lambda *_: None)
+        exact = read_csv_raw(path)
+    pd.testing.assert_frame_equal(fast.frame, exact.frame)
+    assert fast.rows.tolist() == exact.rows.tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=40).map(lambda b: bytes(b'a"",\n'[x % 5] for x in b)),
+       st.integers(1, 6))
+def test_quoted_finds_a_quote_outside_pairs_across_blocks(
+    tmp_path_factory: pytest.TempPathFactory, data: bytes, block: int
+) -> None:
+    """``""`` pairs taken left to right, wherever the reads cut the file."""
+    path = tmp_path_factory.mktemp("csv") / "quotes.csv"
+    path.write_bytes(data)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(canonical, "_QUOTE_SCAN_BLOCK", block)
+        assert _quoted(path) == (b'"' in data.replace(b'""', b""))
 
 
 def test_a_month_of_usage_is_read_by_arrow(tmp_path: Path) -> None:

@@ -126,6 +126,8 @@ def read_csv_raw(path: str | Path) -> RawTable:
         )
     header_lines = 1 + sum(str(h).count("\n") for h in header)
     frame = arrow_cells(path, header) if header_lines == 1 else None
+    # Arrow reads only files without a quoted field: none of its cells holds a line break.
+    by_pandas = frame is None
     if frame is None:
         frame = pandas_cells(path, header)
     frame.columns = pd.Index([str(c).strip() for c in frame.columns])
@@ -133,7 +135,7 @@ def read_csv_raw(path: str | Path) -> RawTable:
     count = len(frame)
     if count and len(frame.columns):
         newlines = np.zeros(count, dtype="int64")
-        for column in frame.columns:
+        for column in frame.columns if by_pandas else ():
             cells = frame[column]
             if cells.str.contains("\n", regex=False).any():
                 newlines += cells.str.count("\n").to_numpy(dtype="int64")
@@ -210,17 +212,34 @@ def arrow_cells(path: str | Path, header: list[str]) -> pd.DataFrame | None:
 def _quoted(path: str | Path) -> bool:
     """A ``"`` in the file other than in ``""`` (an empty quoted field, as DuckDB writes an
     empty string). Quoting is where CSV parsers differ on malformed input (an open quote at
-    the end, text after a closing quote, ...): such files take pandas' path."""
-    carry = b""
+    the end, text after a closing quote, ...): such files take pandas' path.
+
+    Pairs are taken left to right, so a quote is left over exactly where a run of adjacent
+    quotes has an odd length. The runs are found in numpy on the positions of the quotes
+    (a usage file has few, or none), a 16 MiB block at a time; a run may go on across blocks.
+    """
+    run = 0  # length of the run of quotes the previous block ended with
     with open(path, "rb") as handle:
-        while block := handle.read(1 << 24):
-            if not carry and b'"' not in block:  # most usage files: no quote at all
+        while block := handle.read(_QUOTE_SCAN_BLOCK):
+            at = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == _QUOTE)
+            if at.size == 0 or at[0] != 0:
+                if run % 2:
+                    return True
+                run = 0
+            if at.size == 0:
                 continue
-            rest = (carry + block).replace(b'""', b"")
-            if b'"' in rest[:-1]:
+            starts = np.concatenate([[0], np.flatnonzero(np.diff(at) != 1) + 1])
+            lengths = np.diff(np.append(starts, at.size))
+            lengths[0] += run  # zero unless the block starts by going on with that run
+            open_end = bool(at[-1] == len(block) - 1)
+            if np.any(lengths[: len(lengths) - open_end] % 2):
                 return True
-            carry = rest[-1:] if rest.endswith(b'"') else b""  # a pair split by the block
-    return carry != b""
+            run = int(lengths[-1]) if open_end else 0
+    return run % 2 == 1
+
+
+_QUOTE = ord('"')
+_QUOTE_SCAN_BLOCK = 1 << 24
 
 
 def parquet_columns(path: str | Path) -> list[str]:
