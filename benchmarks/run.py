@@ -9,8 +9,8 @@ For each case the data set is generated once into ``--data-dir/<case>`` (reused 
 processes run on it:
 
 * tenantcost: ``tenantcost allocate --config DIR/rules.yaml --from START --to END --format json``
-  (the whole JSON document, what a user runs; ``--allocate-output out``: ``--out DIR`` and
-  every file it writes instead), plus ``--engine-args``;
+  (the whole JSON document, what a user runs) and ``... --out DIR`` (every file it writes),
+  one table row each (``--allocate-output json,out``, the default), plus ``--engine-args``;
 * the reference: ``python benchmarks/reference.py --config DIR/rules.yaml --from ... --to ...``
   (its query, ``reference.sql``, is the yardstick and is not changed).
 
@@ -99,7 +99,7 @@ class Run:
 class CaseResult:
     case: str
     rows: int
-    tenantcost: list[Run] = field(default_factory=list)
+    tenantcost: dict[str, list[Run]] = field(default_factory=dict)  # per --allocate-output
     reference: list[Run] = field(default_factory=list)
     differences: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -279,18 +279,20 @@ def run_case(case: str, args: argparse.Namespace) -> CaseResult:
     rules = str(folder / "rules.yaml")
     period = period_args(meta)
     out_dir = Path(tempfile.mkdtemp(prefix=f"tenantcost-bench-{case}-"))
-    output = (
-        ["--format", "json"] if args.allocate_output == "json" else ["--out", str(out_dir)]
-    )  # exactly what a user runs: the whole JSON document, or every file of --out
-    tool_cmd = [
-        *shlex.split(args.tenantcost),
-        "allocate",
-        "--config",
-        rules,
-        *period,
-        *output,
-        *shlex.split(args.engine_args),
-    ]
+    # Exactly what a user runs: the whole JSON document, or every file of --out.
+    outputs = {"json": ["--format", "json"], "out": ["--out", str(out_dir)]}
+    tool_cmds = {
+        output: [
+            *shlex.split(args.tenantcost),
+            "allocate",
+            "--config",
+            rules,
+            *period,
+            *outputs[output],
+            *shlex.split(args.engine_args),
+        ]
+        for output in args.allocate_output
+    }
     ref_cmd = [
         sys.executable,
         str(HERE / "reference.py"),
@@ -300,30 +302,36 @@ def run_case(case: str, args: argparse.Namespace) -> CaseResult:
         *shlex.split(args.reference_args),
     ]
     result = CaseResult(case=case, rows=int(str(meta["usage_rows"])))
-    print(f"[{case}] tenantcost: {shlex.join(tool_cmd)}")
+    for tool_cmd in tool_cmds.values():
+        print(f"[{case}] tenantcost: {shlex.join(tool_cmd)}")
     print(f"[{case}] reference:  {shlex.join(ref_cmd)}", flush=True)
     ref_totals: pd.Series | None = None
+    runs = [("reference", "", ref_cmd)] + [("tenantcost", o, c) for o, c in tool_cmds.items()]
     for i in range(args.repeat):
-        for name in ("reference", "tenantcost"):
+        for name, output, cmd in runs:
             if name not in args.engines:
                 continue
-            run = measure(ref_cmd if name == "reference" else tool_cmd, args.timeout)
-            getattr(result, name).append(run)
+            run = measure(cmd, args.timeout)
+            if name == "reference":
+                result.reference.append(run)
+            else:
+                result.tenantcost.setdefault(output, []).append(run)
+            label = f"{name} {output}".strip()
             status = "TIMEOUT" if run.timed_out else ("ok" if run.returncode == 0 else "FAILED")
             print(
-                f"[{case}] run {i + 1}/{args.repeat} {name:10s} {run.seconds:8.2f} s  "
+                f"[{case}] run {i + 1}/{args.repeat} {label:15s} {run.seconds:8.2f} s  "
                 f"peak RSS {_mib(run.peak_rss)}  maxrss {_mib(run.maxrss)}  {status}",
                 flush=True,
             )
             if run.returncode != 0:
                 tail = "\n".join(run.stderr.strip().splitlines()[-15:])
-                result.errors.append(f"{name} run {i + 1}: exit {run.returncode}\n{tail}")
+                result.errors.append(f"{label} run {i + 1}: exit {run.returncode}\n{tail}")
                 print(tail, file=sys.stderr)
                 continue
             totals = (
                 read_totals(run.stdout)
                 if name == "reference"
-                else tool_totals(run, args.allocate_output, out_dir)
+                else tool_totals(run, output, out_dir)
             )
             if name == "reference":
                 if ref_totals is not None and not totals.equals(ref_totals):
@@ -373,35 +381,40 @@ def machine_info() -> list[str]:
     ]
 
 
+def _fmt(v: float | None, runs: list[Run], mib: bool = False) -> str:
+    """A median for the table: seconds or MiB, or why there is none."""
+    if v is None:
+        return ("failed" if runs else "not run") if not mib else "-"
+    return _mib(v) if mib else f"{v:.2f}"
+
+
 def report(results: list[CaseResult], args: argparse.Namespace) -> str:
     head = (
-        "| case | usage rows | tenantcost median s | reference median s | ratio | "
-        "tenantcost peak RSS | reference peak RSS | tenantcost maxrss | reference maxrss | "
-        "agree |"
+        "| case | tenantcost writes | usage rows | tenantcost median s | reference median s | "
+        "ratio | tenantcost peak RSS | reference peak RSS | tenantcost maxrss | "
+        "reference maxrss | agree |"
     )
-    lines = [head, "|" + "---|" * 10]
+    written = {"json": "`--format json`", "out": "`--out DIR`"}
+    lines = [head, "|" + "---|" * 11]
     for r in results:
-        tc_s, ref_s = _median(r.tenantcost, "seconds"), _median(r.reference, "seconds")
-        tc_rss, ref_rss = _median(r.tenantcost, "peak_rss"), _median(r.reference, "peak_rss")
-        tc_max, ref_max = _median(r.tenantcost, "maxrss"), _median(r.reference, "maxrss")
-        compared = tc_s is not None and ref_s is not None
-        agree = "n/a" if not compared else ("no" if r.differences else "yes")
-        if any("not deterministic" in e for e in r.errors):
-            agree = "no"
-
-        def fmt(v: float | None, runs: list[Run], mib: bool = False) -> str:
-            if v is None:
-                return ("failed" if runs else "not run") if not mib else "-"
-            return _mib(v) if mib else f"{v:.2f}"
-
-        ratio = f"{tc_s / ref_s:.1f}" if tc_s is not None and ref_s else "-"
-        lines.append(
-            f"| {CASES[r.case]['clients']:,} x {CASES[r.case]['services']} x "
-            f"{CASES[r.case]['hours']} h ({r.case}) | {r.rows:,} | {fmt(tc_s, r.tenantcost)} | "
-            f"{fmt(ref_s, r.reference)} | {ratio} | {fmt(tc_rss, r.tenantcost, True)} | "
-            f"{fmt(ref_rss, r.reference, True)} | {fmt(tc_max, r.tenantcost, True)} | "
-            f"{fmt(ref_max, r.reference, True)} | {agree} |"
-        )
+        ref_s, ref_rss = _median(r.reference, "seconds"), _median(r.reference, "peak_rss")
+        ref_max = _median(r.reference, "maxrss")
+        for output in args.allocate_output:
+            runs = r.tenantcost.get(output, [])
+            tc_s, tc_rss = _median(runs, "seconds"), _median(runs, "peak_rss")
+            tc_max = _median(runs, "maxrss")
+            compared = tc_s is not None and ref_s is not None
+            agree = "n/a" if not compared else ("no" if r.differences else "yes")
+            if any("not deterministic" in e for e in r.errors):
+                agree = "no"
+            ratio = f"{tc_s / ref_s:.2f}" if tc_s is not None and ref_s else "-"
+            lines.append(
+                f"| {CASES[r.case]['clients']:,} x {CASES[r.case]['services']} x "
+                f"{CASES[r.case]['hours']} h ({r.case}) | {written[output]} | {r.rows:,} | "
+                f"{_fmt(tc_s, runs)} | {_fmt(ref_s, r.reference)} | {ratio} | "
+                f"{_fmt(tc_rss, runs, True)} | {_fmt(ref_rss, r.reference, True)} | "
+                f"{_fmt(tc_max, runs, True)} | {_fmt(ref_max, r.reference, True)} | {agree} |"
+            )
     lines += [
         "",
         f"{args.repeat} run(s) each, medians; ratio = tenantcost / reference wall time. "
@@ -698,9 +711,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--allocate-output",
-        choices=("json", "out"),
-        default="json",
-        help="what the timed allocate writes: --format json (default) or --out DIR",
+        default="json,out",
+        help="what the timed allocate writes (comma list): json (--format json), out (--out "
+        "DIR); default both, one table row each",
     )
     parser.add_argument(
         "--report-cases", default="pack300,pack10k", help="comma list of pack300,pack10k"
@@ -728,6 +741,12 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [c for c in cases if c not in CASES]
     if unknown:
         parser.error(f"unknown case {unknown[0]!r}; cases: {', '.join(CASES)}")
+    args.allocate_output = [o.strip() for o in args.allocate_output.split(",") if o.strip()]
+    unknown = [o for o in args.allocate_output if o not in ("json", "out")] or (
+        [] if args.allocate_output else [""]
+    )
+    if unknown:
+        parser.error(f"unknown --allocate-output {unknown[0]!r}; choose json, out or both")
     args.report_cases = [c.strip() for c in args.report_cases.split(",") if c.strip()]
     unknown = [c for c in args.report_cases if c not in REPORT_CASES]
     if unknown:
