@@ -46,7 +46,15 @@ from tenantcost.result import AllocationResult
 from tenantcost.split import connect
 from tenantcost.tables import empty_usage
 from tenantcost.usage_source import FrameUsage, UsageSource
-from tenantcost.windows import Period, auto_chunk, chunk_bounds, longest_window, select_period
+from tenantcost.windows import (
+    CHUNK_ROW_BUDGET,
+    LINES_CHUNK_ROW_BUDGET,
+    Period,
+    auto_chunk,
+    chunk_bounds,
+    longest_window,
+    select_period,
+)
 from tenantcost.writers.lines_csv import LinesCsvFile
 
 __all__ = [
@@ -183,9 +191,11 @@ def allocate_keys(
             _check_usage(other, source, con, usage is not None, rules_origin)
     if period is None and usage is not None:
         _warn_usage_outside(plan, source, con)
-    if chunk is None:  # about CHUNK_ROW_BUDGET usage rows at a time
+    if chunk is None:  # about CHUNK_ROW_BUDGET usage rows at a time (fewer with a lines file)
         window = longest_window(plan.cost_windows)
-        chunk = auto_chunk(source.estimated_rows(con), plan.period, window=window)
+        streamed = lines_out is not None or lines_sink is not None
+        budget = LINES_CHUNK_ROW_BUDGET if streamed else CHUNK_ROW_BUDGET
+        chunk = auto_chunk(source.estimated_rows(con), plan.period, budget, window=window)
     bounds = chunk_bounds(plan.period, chunk, plan.cost_windows)  # never cuts a cost window
     opened: AbstractContextManager[LinesSink | None] = (
         LinesCsvFile(lines_out) if lines_out is not None else nullcontext(lines_sink)

@@ -138,6 +138,59 @@ def test_lines_csv_file_holds_the_window_lines_once_with_one_header(tmp_path: Pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lines.csv"]  # parts deleted
 
 
+def test_lines_csv_amounts_are_exact_decimals_and_windows_iso_stamps(tmp_path: Path) -> None:
+    c, u = _inputs()
+    target = tmp_path / "lines.csv"
+    allocate_stream(c, FrameUsage(u), rules(BASIC_RULES), lines_out=target)
+    text = pd.read_csv(target, dtype=str, keep_default_na=False)
+    micros = text["amount_micros"].astype("int64")
+    assert text["amount"].tolist() == [f"{m // 10**6}.{m % 10**6:06d}" for m in micros]
+    assert text["window_start"].iloc[0] == "2026-11-01T00:00:00Z"
+    assert (text["window_start"].str.len() == 20).all()
+
+
+def test_a_run_that_writes_its_lines_takes_smaller_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """lines.csv's sort holds a chunk's lines whole: auto chunks then hold fewer usage rows
+    (``LINES_CHUNK_ROW_BUDGET``), with the same figures."""
+    import tenantcost.allocate as allocate_module
+
+    c, u = _inputs()  # 3 usage rows an hour for 6 hours
+    monkeypatch.setattr(allocate_module, "CHUNK_ROW_BUDGET", 100)
+    monkeypatch.setattr(allocate_module, "LINES_CHUNK_ROW_BUDGET", 6)
+    plain = allocate_stream(c, FrameUsage(u), rules(BASIC_RULES))
+    written = allocate_stream(
+        c, FrameUsage(u), rules(BASIC_RULES), lines_out=tmp_path / "lines.csv"
+    )
+    assert (plain.chunks, written.chunks) == (1, 3)  # 2-hour chunks of 6 rows
+    pd.testing.assert_frame_equal(written.lines, plain.lines)
+    assert len(pd.read_csv(tmp_path / "lines.csv")) == 13  # a and b in 6 windows, tenant-z
+
+
+@pytest.mark.parametrize("kernel_copy", ["works", "refused", "missing"])
+def test_parts_are_appended_whole_with_or_without_a_kernel_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kernel_copy: str
+) -> None:
+    import os
+
+    if kernel_copy == "refused":
+
+        def refuse(*args: object) -> int:
+            raise OSError(18, "Invalid cross-device link")
+
+        monkeypatch.setattr(os, "copy_file_range", refuse)
+    elif kernel_copy == "missing":
+        monkeypatch.delattr(os, "copy_file_range", raising=False)
+    target = tmp_path / "lines.csv"
+    with LinesCsvFile(target) as sink:
+        for index, rows in enumerate(["a,1\nb,2\n", "c,3\n" * 50_000]):
+            Path(sink.part(index).path).write_text("name,n\n" + rows)
+            sink.chunk_done(index)
+    assert target.read_text() == "name,n\na,1\nb,2\n" + "c,3\n" * 50_000
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lines.csv"]
+
+
 def test_lines_csv_file_must_be_opened() -> None:
     from tenantcost.errors import InternalError
 

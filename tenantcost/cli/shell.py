@@ -149,7 +149,8 @@ ChunkOpt = Annotated[
     typer.Option(
         "--chunk",
         help="Time chunk read and split at once (memory is bounded by one chunk): 'auto' "
-        "(about 2.5 M usage rows a chunk) or a duration such as 1D or 6h.",
+        "(about 2.5 M usage rows a chunk, 1 M when --out writes lines.csv) or a duration "
+        "such as 1D or 6h.",
     ),
 ]
 
