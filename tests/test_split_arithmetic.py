@@ -17,7 +17,9 @@ from tenantcost.split import (
     FAST_MAX_PARENT,
     FAST_MAX_PRODUCT,
     MAX_NARROW_TOTAL,
+    MEASURE_LIMB,
     Arithmetic,
+    _limbs,
     _split,
     choose_arithmetic,
     connect,
@@ -139,3 +141,44 @@ def test_remainders_ranked_as_bigint_give_the_same_parts_up_to_the_narrow_limit(
     want = expected(pools)
     assert split_with(Arithmetic.ESTIMATE, pools, narrow=True) == want
     assert split_with(Arithmetic.LIMBS, pools, narrow=True) == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 2**120 - 1), min_size=1, max_size=20))
+def test_measure_limbs_are_the_base_2_40_digits(values: list[int]) -> None:
+    """Shifts and masks on a non-negative HUGEINT give its digits in base ``MEASURE_LIMB``
+    (the fold adds them up exactly), as divisions would."""
+    con = duckdb.connect()
+    rows = ", ".join(f"({v}::HUGEINT)" for v in values)
+    got = con.execute(f"SELECT {_limbs('v', 'm')} FROM (VALUES {rows}) t(v)").fetchall()
+    limb = MEASURE_LIMB
+    assert got == [(v // limb**2, v // limb % limb, v % limb) for v in values]
+
+
+many_weights = st.lists(
+    st.one_of(st.sampled_from([1, 2, 3, 7, 1000]), st.integers(1, 10**6)),
+    min_size=1,
+    max_size=400,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    pools=st.lists(
+        st.tuples(st.integers(0, 10**6), many_weights), min_size=1, max_size=4
+    ),
+    narrow=st.booleans(),
+)
+def test_crowded_pools_give_their_leftover_units_to_the_largest_remainders(pools, narrow):
+    """Hundreds of recipients a pool, many with equal weights (equal remainders, ties broken
+    by client), leftovers anywhere from none to nearly one a recipient: every part is the
+    exact rule's."""
+    assert split_with(Arithmetic.ESTIMATE, pools, narrow) == expected(pools)
+
+
+def test_leftovers_equal_to_the_count_of_the_largest_remainders():
+    """Remainders 1/4 and 3/4 of W, leftover equal to the number of 3/4 rows (they take the
+    units, no tie to break); a leftover of 0; equal weights, ties to the lower client."""
+    pools = [(2, [1, 3, 1, 3]), (0, [5, 5]), (1, [1, 1, 1]), (5, [2, 2, 1])]
+    assert split_with(Arithmetic.ESTIMATE, pools) == expected(pools)
+    assert split_with(Arithmetic.LIMBS, pools) == expected(pools)
