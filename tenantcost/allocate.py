@@ -191,10 +191,10 @@ def allocate_keys(
             _check_usage(other, source, con, usage is not None, rules_origin)
     if period is None and usage is not None:
         _warn_usage_outside(plan, source, con)
-    if chunk is None:  # about CHUNK_ROW_BUDGET usage rows at a time (fewer with a lines file)
+    if chunk is None:  # about CHUNK_ROW_BUDGET usage rows at a time (fewer for lines.csv)
         window = longest_window(plan.cost_windows)
-        streamed = lines_out is not None or lines_sink is not None
-        budget = LINES_CHUNK_ROW_BUDGET if streamed else CHUNK_ROW_BUDGET
+        # lines.csv sorts each chunk's lines whole; a sink (FOCUS charges) sums them instead.
+        budget = LINES_CHUNK_ROW_BUDGET if lines_out is not None else CHUNK_ROW_BUDGET
         chunk = auto_chunk(source.estimated_rows(con), plan.period, budget, window=window)
     bounds = chunk_bounds(plan.period, chunk, plan.cost_windows)  # never cuts a cost window
     opened: AbstractContextManager[LinesSink | None] = (
