@@ -142,8 +142,8 @@ def test_arrow_cells_are_pandas_cells(tmp_path_factory: pytest.TempPathFactory, 
 def test_raw_rows_are_the_same_whichever_parser_reads(
     tmp_path_factory: pytest.TempPathFactory, text: str
 ) -> None:
-    """Arrow's files skip the scan for line breaks in cells and blank lines (they have
-    neither): their cells and row numbers are still exactly pandas' path's."""
+    """Arrow's files skip the scan for line breaks in cells (they have none): their cells
+    and row numbers are still exactly pandas' path's."""
     path = tmp_path_factory.mktemp("csv") / "rows.csv"
     path.write_bytes(text.encode("utf-8"))
     try:

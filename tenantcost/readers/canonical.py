@@ -133,22 +133,26 @@ def read_csv_raw(path: str | Path) -> RawTable:
     frame.columns = pd.Index([str(c).strip() for c in frame.columns])
 
     count = len(frame)
+    rows = np.arange(header_lines + 1, header_lines + 1 + count, dtype="int64")
     if count and len(frame.columns):
-        newlines = np.zeros(count, dtype="int64")
-        for column in frame.columns if by_pandas else ():
-            cells = frame[column]
-            if cells.str.contains("\n", regex=False).any():
-                newlines += cells.str.count("\n").to_numpy(dtype="int64")
-        # Line of record i = first data line + i + newlines embedded in the records before it.
-        before = np.concatenate([[0], np.cumsum(newlines)[:-1]])
-        rows = header_lines + 1 + np.arange(count, dtype="int64") + before
+        if by_pandas:
+            rows += _line_breaks_before(frame)
         blank = (frame == "").all(axis=1).to_numpy()
         if blank.any():
             frame = frame.loc[~blank]
             rows = rows[~blank]
-    else:
-        rows = np.arange(header_lines + 1, header_lines + 1 + count, dtype="int64")
     return RawTable(frame.reset_index(drop=True), file, rows)
+
+
+def _line_breaks_before(frame: pd.DataFrame) -> np.ndarray:
+    """For each record, the line breaks inside the cells of the records before it: record i
+    starts that many lines further down than its position says."""
+    newlines = np.zeros(len(frame), dtype="int64")
+    for column in frame.columns:
+        cells = frame[column]
+        if cells.str.contains("\n", regex=False).any():
+            newlines += cells.str.count("\n").to_numpy(dtype="int64")
+    return np.concatenate([[0], np.cumsum(newlines)[:-1]])
 
 
 def pandas_cells(path: str | Path, header: list[str]) -> pd.DataFrame:
