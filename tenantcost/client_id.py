@@ -1,0 +1,62 @@
+"""What a client id may be: the one rule every path that accepts one applies.
+
+A client id travels further than any other string: from a usage file or an API body into the
+store (SQLite and PostgreSQL), into URLs, file names, ``Content-Disposition`` headers, sheets
+and PDFs. A record the store accepts must be usable by ``run`` and by every route, so the rule
+is checked where records come in (the usage readers, ``ingest``, ``POST /api/v1/usage``) and
+nowhere relaxed later. An id is refused when it:
+
+* holds a control character (C0, DEL or C1: ``\\x00``-``\\x1f``, ``\\x7f``-``\\x9f``):
+  PostgreSQL cannot store NUL in text, and the others break headers, CSV and terminals;
+* is not valid Unicode text (a lone surrogate such as ``"\\ud800"`` from JSON): it cannot be
+  encoded as UTF-8, so no backend can store it;
+* is longer than :data:`MAX_CLIENT_ID` characters: ids are keys, not payloads, and a 200 MB id
+  must not reach the store.
+
+Every other character is allowed, ``/`` and non-Latin scripts included: the service encodes
+ids in its URLs and headers. The empty id stays valid: it is usage without a client,
+whose cost is reported as unattributed, never dropped. The application-side meter
+(``tenantcost_meter``) applies the same rule with the standard library only; keep both equal.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pandas is imported where used: the rule models start without it
+    import pandas as pd
+
+MAX_CLIENT_ID = 256
+"""Characters (code points) a client id may have at most."""
+
+_CONTROL = r"[\x00-\x1f\x7f-\x9f]"
+"""Control characters, as a pattern both Python's ``re`` and Arrow's RE2 read."""
+_BAD = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+"""Control characters and lone surrogates (only Python strings can hold the latter)."""
+
+
+def client_id_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a client id, as the end of a one-line error; None if it can."""
+    if len(value) > MAX_CLIENT_ID:
+        return f"client id has {len(value)} characters, at most {MAX_CLIENT_ID} are allowed"
+    found = _BAD.search(value)
+    if found is None:
+        return None
+    char = found.group(0)
+    what = "a lone surrogate (not valid UTF-8)" if "\ud800" <= char <= "\udfff" else (
+        "a control character"
+    )
+    return f"client id holds {what} U+{ord(char):04X} at character {found.start() + 1}"
+
+
+def bad_client_ids(clients: pd.Series) -> pd.Series:
+    """A boolean mask of the ids in ``clients`` (strings) that :func:`client_id_problem`
+    refuses, computed on the whole column at once; explain the first with that function.
+
+    The column keeps its dtype: an Arrow string column cannot hold a lone surrogate at all, so
+    callers that parse JSON check the Python strings (object dtype) before building one."""
+    too_long = clients.str.len() > MAX_CLIENT_ID
+    pattern = _BAD.pattern if clients.dtype == object else _CONTROL
+    bad_char = clients.str.contains(pattern, regex=True)
+    return (too_long | bad_char).fillna(False).astype(bool)
