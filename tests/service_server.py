@@ -24,7 +24,7 @@ from .postgres_fixture import free_port
 SECRET = "test-secret-0123456789abcdef"
 START_SECONDS = 60.0
 STORE_ENV = ("TENANTCOST_DB", "TENANTCOST_DATA", "TENANTCOST_SETTINGS", "TENANTCOST_SECRET",
-             "TENANTCOST_MAX_RECORDS")  # fmt: skip
+             "TENANTCOST_MAX_RECORDS", "TENANTCOST_MAX_BODY")  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,11 @@
 """The usage API against a real ``tenantcost serve`` on SQLite and PostgreSQL: idempotency
-keys, concurrent posters, atomic refusals (422 naming the record and field, 409 for a closed
-month, 413 over the limit) and the Parquet endpoint."""
+keys (a re-indented retry is a replay), concurrent posters, atomic refusals (422 naming the
+record and field, 409 for a closed month, 413 over the limit) and the Parquet endpoint."""
 
 from __future__ import annotations
 
 import io
+import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,6 +37,11 @@ class Served:
         headers = self.headers | ({"Idempotency-Key": key} if key else {})
         return httpx.post(f"{self.service.url}/api/v1/usage", json=body, headers=headers,
                           timeout=120, **kwargs)  # fmt: skip
+
+    def post_raw(self, body: bytes, key: str) -> httpx.Response:
+        headers = self.headers | {"Idempotency-Key": key, "Content-Type": "application/json"}
+        return httpx.post(f"{self.service.url}/api/v1/usage", content=body, headers=headers,
+                          timeout=120)  # fmt: skip
 
     def batches(self) -> pd.DataFrame:
         engine = open_engine(resolve_settings(db=self.db, environ={}))
@@ -120,6 +126,23 @@ def test_the_same_key_and_body_twice_changes_nothing(served: Served) -> None:
     other = served.post({"mode": "sum", "records": [record(1, "client-a", 6)]}, key="retry-1")
     assert other.status_code == 409 and "another body" in other.json()["detail"]
     assert served.batches().equals(before)
+
+
+def test_the_same_batch_re_indented_is_a_replay_not_a_conflict(served: Served) -> None:
+    """The key compares what the body says (parsed records), not its bytes."""
+    records = [record(2, "client-a", 4), record(2, "client-b", 2)]
+    compact = json.dumps({"mode": "sum", "records": records}, separators=(",", ":"))
+    first = served.post_raw(compact.encode(), key="reindent-1")
+    assert first.status_code == 200, first.text
+    before, rows = served.batches(), len(served.usage_rows())
+    shuffled = [dict(reversed(list(r.items()))) for r in records]  # keys in another order
+    pretty = json.dumps({"records": shuffled, "mode": "sum"}, indent=4)
+    again = served.post_raw(pretty.encode(), key="reindent-1")
+    assert again.status_code == 200, again.text
+    assert again.json() == first.json() and again.headers["idempotent-replayed"] == "true"
+    assert served.batches().equals(before) and len(served.usage_rows()) == rows
+    changed = json.dumps({"mode": "sum", "records": [records[0]]}, indent=4)
+    assert served.post_raw(changed.encode(), key="reindent-1").status_code == 409
 
 
 def test_two_posters_at_once_lose_nothing(served: Served) -> None:

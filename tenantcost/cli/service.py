@@ -64,6 +64,15 @@ MaxRecordsOpt = Annotated[
         min=1,
     ),
 ]
+MaxBodyOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-body",
+        help="Largest request body accepted on any route, in bytes (default 32 MiB); a "
+        "larger one, chunked or not, is cut off with 413 while it streams in.",
+        min=1,
+    ),
+]
 
 
 @_register(token_app, "create")
@@ -174,6 +183,7 @@ def serve_command(
     port: PortOpt = 8000,
     workers: WorkersOpt = 1,
     max_records: MaxRecordsOpt = 100_000,
+    max_body: MaxBodyOpt = 33_554_432,
     demo: DemoOpt = False,
 ) -> None:
     """Serve the store over HTTP: the JSON API (/api/v1, docs at /docs) and the pages.
@@ -182,9 +192,10 @@ def serve_command(
     settings file (--demo makes one up). Tokens: `tenantcost token create`.
     """
     from tenantcost.errors import InputError
-    from tenantcost.service.config import ENV_MAX_RECORDS
+    from tenantcost.service.config import ENV_MAX_BODY, ENV_MAX_RECORDS
 
     os.environ[ENV_MAX_RECORDS] = str(max_records)
+    os.environ[ENV_MAX_BODY] = str(max_body)
     _check_port(host, port)
     if not demo:
         _export_store_settings(db, data, settings)

@@ -9,6 +9,10 @@ The HTML pages (``tenantcost.service.pages``) plug in through their module's
 middleware, registers the session lookup (:func:`tenantcost.service.auth.set_session_lookup`)
 and, optionally, the page renderer of denials (``app.state.render_denied``). Without that
 module the application is the API alone.
+
+Two pure ASGI middlewares wrap everything: :class:`~tenantcost.service.headers.SecurityHeaders`
+(outermost: every answer gets its route kind's headers, a 413 included) and
+:class:`~tenantcost.service.body_limit.BodyLimit` (``serve --max-body``).
 """
 
 from __future__ import annotations
@@ -33,7 +37,9 @@ RenderDenied = Callable[[Request, Denied], Response]
 
 def create_app(settings: ServiceSettings) -> FastAPI:
     """The service over the store ``settings`` names (its schema must be current)."""
-    from tenantcost.service import api, usage
+    from tenantcost.service import api, docs, usage
+    from tenantcost.service.body_limit import BodyLimit
+    from tenantcost.service.headers import SecurityHeaders
     from tenantcost.store.data import DataDir, Store
     from tenantcost.store.engine import open_engine
 
@@ -51,6 +57,8 @@ def create_app(settings: ServiceSettings) -> FastAPI:
         "monthly figures and statements, close and reopen. Amounts are integers in the "
         "stated minor unit (micro-units, like `allocate --format json`).",
         lifespan=lifespan,
+        docs_url=None,  # served by tenantcost.service.docs, without a CDN
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.engine = engine
@@ -62,7 +70,10 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     app.include_router(api.health)
     app.include_router(usage.router)
     app.include_router(api.router)
+    docs_scripts = docs.install(app)
     _install_pages(app, settings)
+    app.add_middleware(BodyLimit, max_body=settings.max_body)
+    app.add_middleware(SecurityHeaders, docs_scripts=docs_scripts)  # outermost
     return app
 
 

@@ -1,4 +1,4 @@
-"""The service's settings: the store's, plus the session secret and the ingest limits.
+"""The service's settings: the store's, plus the session secret and the request limits.
 
 Worker processes (``serve --workers N``) each build the application from the environment
 (:func:`settings_from_environment`), so ``serve`` passes everything it resolved through
@@ -17,6 +17,15 @@ from tenantcost.store.settings import StoreSettings, resolve_settings
 ENV_SECRET = "TENANTCOST_SECRET"
 ENV_MAX_RECORDS = "TENANTCOST_MAX_RECORDS"
 DEFAULT_MAX_RECORDS = 100_000
+ENV_MAX_BODY = "TENANTCOST_MAX_BODY"
+DEFAULT_MAX_BODY = 32 * 1024 * 1024
+"""Largest request body, in bytes (32 MiB), of any route: counted while the body streams in
+(:mod:`tenantcost.service.body_limit`), so a chunked body is cut off as soon as it passes.
+
+Why 32 MiB: it holds :data:`DEFAULT_MAX_RECORDS` JSON usage records of about 330 bytes each
+(a record with an hour window, a service, a client id of 30 characters and three metrics is
+about 200), or a Parquet file of far more rows; and a refused body costs the server at most
+this much memory for the moment it takes to refuse it, well under the 100 MiB it may grow."""
 MIN_SECRET_LENGTH = 16
 PLACEHOLDER_SECRET = "change-me"
 """config/settings.example.yaml's secret starts so; ``serve`` refuses it."""
@@ -33,6 +42,8 @@ class ServiceSettings:
     """Signs browser sessions; the same in every worker and across restarts."""
     max_records: int = DEFAULT_MAX_RECORDS
     """A usage batch with more records is refused (413)."""
+    max_body: int = DEFAULT_MAX_BODY
+    """A request body of more bytes is refused (413) while it streams in."""
     ingest_wait: float = INGEST_WAIT_SECONDS
 
 
@@ -65,4 +76,5 @@ def settings_from_environment(environ: Mapping[str, str] | None = None) -> Servi
     secret = env.get(ENV_SECRET) or store.secret
     origin = ENV_SECRET if env.get(ENV_SECRET) else f"{store.settings_file}: secret"
     max_records = int(env.get(ENV_MAX_RECORDS) or DEFAULT_MAX_RECORDS)
-    return ServiceSettings(store, check_secret(secret, origin), max_records)
+    max_body = int(env.get(ENV_MAX_BODY) or DEFAULT_MAX_BODY)
+    return ServiceSettings(store, check_secret(secret, origin), max_records, max_body)

@@ -67,16 +67,6 @@ UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 API_PREFIX = "/api/"
 MONTH_PATTERN = r"^\d{4}-(0[1-9]|1[0-2])$"
 LOCKED = "Another process is writing to the store (an ingest or a run); try again in a minute."
-PAGE_HEADERS = {
-    "Cache-Control": "no-store",
-    # No script runs on these pages, no other site may frame them (the close and reopen
-    # buttons cannot be clickjacked), forms post only here, and the sheet frames are ours.
-    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
-    "frame-src 'self'; form-action 'self'; frame-ancestors 'self'; base-uri 'none'",
-    "X-Frame-Options": "SAMEORIGIN",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-}
 
 
 @dataclass(frozen=True)
@@ -159,7 +149,7 @@ def render(
     cluster = principal is not None and can(principal, Action.VIEW_CLUSTER).allowed
     layout = Layout(principal, session.csrf, section, cluster)
     html = request.app.state.page_env.get_template(name).render(layout=layout, **context)
-    response = HTMLResponse(html, status_code=status, headers=PAGE_HEADERS)
+    response = HTMLResponse(html, status_code=status)  # headers: service.headers
     if fresh:
         set_session_cookie(response, request, request.app.state.session_codec, session)
     return response

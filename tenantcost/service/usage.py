@@ -13,7 +13,14 @@ name ``row N`` of that file; the answer (422) names ``records[N-2]`` and the fie
 batch's own transaction: a retry with the same key and body gets that answer and writes
 nothing; the same key with another body is 409. Two requests racing with one key are
 serialised by the write lock: the second finds the first's row inside the transaction and its
-batch rolls back.
+batch rolls back. "The same body" is compared by a digest of its canonical form
+(:func:`_canonical_digest`): for JSON, the parsed ``mode`` and ``records`` serialised with
+sorted keys and no whitespace, so a retry re-indented or with its keys in another order is
+the same batch; for Parquet, the file's bytes (a file written again is another body).
+
+**Size.** Every body is under the service's byte limit (``serve --max-body``, enforced while
+it streams in by :mod:`tenantcost.service.body_limit`); a batch is also under ``max_records``
+records or Parquet rows. The Parquet body is streamed to a temporary file, never held whole.
 """
 
 from __future__ import annotations
@@ -42,8 +49,6 @@ from tenantcost.store.models import IdempotencyKey, table
 
 router = APIRouter(prefix="/api/v1", tags=["usage"])
 MAX_KEY_LENGTH = 200
-BYTES_PER_RECORD = 2048
-"""A body larger than ``max_records`` × this is refused (413) before it is parsed."""
 
 
 class Mode(StrEnum):
@@ -261,7 +266,7 @@ def _ingested_document(done: Any) -> dict[str, Any]:
 def _replayed(
     request: Request, principal: Principal, key: str | None, digest: str
 ) -> JSONResponse | None:
-    """The stored answer of a retried key (before any parsing), or None."""
+    """The stored answer of a retried key (before the batch is read into a frame), or None."""
     if key is None:
         return None
     with request.app.state.engine.connect() as conn:
@@ -275,16 +280,6 @@ def _too_large(count: int, limit: int) -> HTTPException:
         f"{count} records is over this service's limit of {limit} per "
         "batch: split the batch, or use POST /api/v1/usage.parquet",
     )
-
-
-def _check_size(request: Request, limit: int) -> None:
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > limit * BYTES_PER_RECORD:
-        raise HTTPException(
-            413,
-            f"the body ({int(length)} bytes) is over this service's limit "
-            f"({limit} records of at most {BYTES_PER_RECORD} bytes)",
-        )
 
 
 def _parse_batch(raw: bytes, limit: int) -> UsageBatch:
@@ -336,19 +331,33 @@ async def post_usage(
 
     limit = request.app.state.settings.max_records
     key = _check_key(idempotency_key)
-    _check_size(request, limit)
-    raw = await request.body()
-    digest = hashlib.sha256(b"json\n" + raw).hexdigest()
-    return await run_in_threadpool(_post_records, request, principal, raw, key, digest, limit)
+    raw = await request.body()  # under the byte limit (BodyLimit), so it may be held
+    return await run_in_threadpool(_post_records, request, principal, raw, key, limit)
+
+
+def _canonical_digest(batch: UsageBatch) -> str:
+    """The idempotency digest of a JSON batch: of what it says, not of how it is spelled.
+
+    Whitespace, the order of keys and a left-out default ``mode`` do not change it; the order
+    of the records and the spelling of a number (``10`` and ``10.0`` are different JSON
+    values) do. One C-level ``json.dumps`` over the records, no Python loop per record; ASCII
+    escapes keep a lone surrogate (``"\\ud800"``) encodable."""
+    canonical = json.dumps(
+        {"mode": batch.mode.value, "records": batch.records},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(b"json-canonical\n" + canonical.encode()).hexdigest()
 
 
 def _post_records(
-    request: Request, principal: Principal, raw: bytes, key: str | None, digest: str, limit: int
+    request: Request, principal: Principal, raw: bytes, key: str | None, limit: int
 ) -> JSONResponse:
+    batch = _parse_batch(raw, limit)
+    digest = _canonical_digest(batch)
     replay = _replayed(request, principal, key, digest)
     if replay is not None:
         return replay
-    batch = _parse_batch(raw, limit)
     with tempfile.TemporaryDirectory(prefix="tenantcost-api-") as tmp:
         upload = _records_csv(batch, Path(tmp))
         return _ingest(request, principal, upload, batch.mode, key, digest)
@@ -377,15 +386,36 @@ async def post_usage_parquet(
 
     limit = request.app.state.settings.max_records
     key = _check_key(idempotency_key)
-    raw = await request.body()
-    digest = hashlib.sha256(f"parquet {mode.value}\n".encode() + raw).hexdigest()
-    return await run_in_threadpool(_post_parquet, request, principal, raw, mode, key, digest, limit)
+    with tempfile.TemporaryDirectory(prefix="tenantcost-api-") as tmp:
+        path = Path(tmp) / "usage.parquet"
+        digest = await _stream_to_file(request, path, f"parquet {mode.value}\n".encode())
+        return await run_in_threadpool(
+            _post_parquet, request, principal, path, mode, key, digest, limit
+        )
+
+
+async def _stream_to_file(request: Request, path: Path, salt: bytes) -> str:
+    """Write the body to ``path`` chunk by chunk (it is under the byte limit, but never held
+    whole); its sha256 (after ``salt``) as it goes. A full disk is 503, not a 500."""
+    digest = hashlib.sha256(salt)
+    try:
+        with path.open("wb") as sink:
+            async for chunk in request.stream():
+                sink.write(chunk)
+                digest.update(chunk)
+    except OSError as exc:
+        raise HTTPException(
+            503,
+            f"no room for the upload's temporary file ({exc.strerror})",
+            headers={"Retry-After": "30"},
+        ) from None
+    return digest.hexdigest()
 
 
 def _post_parquet(
     request: Request,
     principal: Principal,
-    raw: bytes,
+    path: Path,
     mode: Mode,
     key: str | None,
     digest: str,
@@ -397,13 +427,10 @@ def _post_parquet(
     replay = _replayed(request, principal, key, digest)
     if replay is not None:
         return replay
-    with tempfile.TemporaryDirectory(prefix="tenantcost-api-") as tmp:
-        path = Path(tmp) / "usage.parquet"
-        path.write_bytes(raw)
-        try:
-            rows = pq.ParquetFile(path).metadata.num_rows
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise HTTPException(422, f"usage.parquet: not a Parquet file ({exc})") from None
-        if rows > limit:
-            raise _too_large(rows, limit)
-        return _ingest(request, principal, _Upload(path, "usage.parquet", 1), mode, key, digest)
+    try:
+        rows = pq.ParquetFile(path).metadata.num_rows
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise HTTPException(422, f"usage.parquet: not a Parquet file ({exc})") from None
+    if rows > limit:
+        raise _too_large(rows, limit)
+    return _ingest(request, principal, _Upload(path, "usage.parquet", 1), mode, key, digest)
