@@ -3,7 +3,8 @@
 A limit that reads only ``Content-Length`` lets a chunked body through whole: a 200 MB client
 id was once stored that way, and the server grew by 2 GB parsing it. So the limit is pure ASGI
 middleware around ``receive()``, not a check in each route, and not Starlette's
-``BaseHTTPMiddleware`` (which cannot see the body's chunks as they arrive):
+``BaseHTTPMiddleware`` (its ``dispatch`` cannot replace the ``receive`` that the application
+reads the body from):
 
 * a ``Content-Length`` over the limit is answered 413 before the application runs, so not one
   byte of the body is read (nor is ``100 Continue`` sent);
@@ -16,9 +17,9 @@ then closes the connection instead of reading (and discarding) the rest of a 1 G
 the server's memory holds at most the limit of any one body and the client's upload ends
 early. An answer given before the body was read to its end (a CSRF refusal, a 401) says
 ``Connection: close`` too, for the same reason: uvicorn would otherwise read the unread rest,
-however long, to keep the connection. Routes that keep a body read it under this limit (``request.body()`` for JSON) or
-stream it to a temporary file (``POST /api/v1/usage.parquet``).
-"""
+however long, to keep the connection. Routes that keep a body read it under this limit
+(``request.body()`` for JSON) or stream it to a temporary file (``POST
+/api/v1/usage.parquet``)."""
 
 from __future__ import annotations
 
