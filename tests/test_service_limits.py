@@ -191,6 +191,9 @@ def test_security_headers_by_route_kind(served: Served) -> None:
     asset = httpx.get(served.url + "/docs-assets/swagger-ui-bundle.js")
     assert asset.status_code == 200 and asset.headers["content-type"].startswith("text/javascript")
     _check_common(asset, cached=True)
+    missing = httpx.get(served.url + "/docs-assets/no-such-file.js")  # the 404 page
+    assert missing.status_code == 404
+    assert _check_common(missing) == login.headers["content-security-policy"]  # not cached
 
 
 def test_swagger_ui_runs_under_its_csp_in_chromium(browser, served: Served) -> None:

@@ -20,7 +20,7 @@ keeps one after logout; only Swagger UI's own files may be cached.
   script allowed by its sha256 (:func:`script_hash`), not by ``'unsafe-inline'``; it fetches
   ``/openapi.json`` and, with "Try it out", the API (``connect-src 'self'``).
 * **Asset** (Swagger UI's files under :data:`ASSETS_PREFIX`): static, the same for everyone,
-  cacheable.
+  cacheable; a missing one is answered as a page (the 404 page, not cached).
 
 :class:`SecurityHeaders` is pure ASGI middleware: it sets these on ``http.response.start``,
 replacing any a route set, so no route decides them itself.
@@ -114,22 +114,28 @@ class SecurityHeaders:
     def __init__(self, app: ASGIApp, docs_scripts: tuple[str, ...] = ()) -> None:
         self.app = app
         self._by_kind = {
-            kind: [(k.lower().encode(), v.encode()) for k, v in security_headers(
-                kind, docs_scripts).items()]
+            kind: [(k.lower().encode(), v.encode()) for k, v in headers.items()]
             for kind in RouteKind
-        }  # fmt: skip
+            for headers in [security_headers(kind, docs_scripts)]
+        }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        ours = self._by_kind[route_kind(scope["path"])]
-        names = {name for name, _ in ours}
+        kind = route_kind(scope["path"])
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
+                ours = self._by_kind[_answered_as(kind, message["status"])]
+                names = {name for name, _ in ours}
                 kept = [(n, v) for n, v in message.get("headers", []) if n.lower() not in names]
                 message = {**message, "headers": [*kept, *ours]}
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+def _answered_as(kind: RouteKind, status: int) -> RouteKind:
+    """A missing asset is the 404 page (which names who is signed in): a page, never cached."""
+    return RouteKind.PAGE if kind is RouteKind.ASSET and status >= 400 else kind
