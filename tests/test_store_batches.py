@@ -169,9 +169,11 @@ def test_a_closed_month_an_unknown_id_and_a_second_withdrawal_are_refused(
     refused(cli("batch", "withdraw", usage, "--reason", "  ", *db), "--reason is empty")
     # a batch spanning two months is refused while either is closed
     october = tmp_path / "two-months.csv"
-    october.write_text("window_start,window_end,service,client,requests,cpu_seconds\n"
-                       "2026-10-31T23:00:00Z,2026-11-01T00:00:00Z,api,client-a,1,1\n"
-                       "2026-12-01T00:00:00Z,2026-12-01T01:00:00Z,api,client-a,1,1\n")
+    october.write_text(
+        "window_start,window_end,service,client,requests,cpu_seconds\n"
+        "2026-10-31T23:00:00Z,2026-11-01T00:00:00Z,api,client-a,1,1\n"
+        "2026-12-01T00:00:00Z,2026-12-01T01:00:00Z,api,client-a,1,1\n"
+    )
     ok("reopen", "--month", MONTH, "--reason", "late usage", *db)
     span = ingest(db, "usage", october)
     ok("close", "--month", MONTH, "--allow-incomplete", *db)

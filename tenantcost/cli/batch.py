@@ -62,8 +62,11 @@ def batch_withdraw_command(
     ],
     reason: Annotated[
         str | None,
-        typer.Option("--reason", help="Why (required, non-empty): recorded, shown by "
-                     "`history` and `batch list`.", show_default=False),  # fmt: skip
+        typer.Option(
+            "--reason",
+            help="Why (required, non-empty): recorded, shown by `history` and `batch list`.",
+            show_default=False,
+        ),
     ] = None,
     db: DbOpt = None,
     data: DataOpt = None,
@@ -84,11 +87,11 @@ def batch_withdraw_command(
     resolved = resolve_settings(db, data, settings)
     with current_store(resolved) as engine:
         done = withdraw_batch(engine, batch, reason=reason, actor=os_actor(), wait=wait)
-    batch = done.batch
+    withdrawn = done.batch
     again = f"; {done.restored} cell(s) it had replaced count again" if done.restored else ""
-    typer.echo(f"batch {batch.short} withdrawn ({batch.kind}, {batch.rows} rows): "
-               f"{', '.join(batch.months)} no longer read it{again}; `tenantcost run --month "
-               f"{batch.months[0]}` recomputes")  # fmt: skip
+    typer.echo(f"batch {withdrawn.short} withdrawn ({withdrawn.kind}, {withdrawn.rows} rows): "
+               f"{', '.join(withdrawn.months)} no longer read it{again}; `tenantcost run "
+               f"--month {withdrawn.months[0]}` recomputes")  # fmt: skip
 
 
 __all__ = ["batch_list_command", "batch_withdraw_command"]

@@ -309,9 +309,7 @@ def post_reopen(
     }
 
 
-@router.get(
-    "/batches", tags=["batches"], summary="Ingested batches (like `tenantcost batch list`)"
-)
+@router.get("/batches", tags=["batches"], summary="Ingested batches (like `tenantcost batch list`)")
 def list_batches(
     request: Request,
     _principal: MayListBatches,

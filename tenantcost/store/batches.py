@@ -105,6 +105,7 @@ class BatchInfo:
 
     def document(self) -> dict[str, Any]:
         """The JSON contract's object (times RFC 3339 UTC with ``Z``)."""
+
         def at(value: datetime | None) -> str | None:
             return iso_z(value) if value is not None else None
 
@@ -121,13 +122,25 @@ class BatchInfo:
 def _query() -> Select[Any]:
     """Every committed or withdrawn batch with its cell count and withdrawal, by id."""
     b, c, w = table(Batch).c, table(BatchCell).c, table(BatchWithdrawal).c
-    cells = (
-        select(c.batch_id, func.count().label("cells")).group_by(c.batch_id).subquery()
-    )
+    cells = select(c.batch_id, func.count().label("cells")).group_by(c.batch_id).subquery()
     return (
-        select(b.uid, b.kind, b.mode, b.rows, func.coalesce(cells.c.cells, 0).label("cells"),
-               b.window_from, b.window_to, b.created_at, b.actor, b.source, b.status,
-               w.at, w.actor.label("withdrawn_by"), w.reason, b.id)  # fmt: skip
+        select(
+            b.uid,
+            b.kind,
+            b.mode,
+            b.rows,
+            func.coalesce(cells.c.cells, 0).label("cells"),
+            b.window_from,
+            b.window_to,
+            b.created_at,
+            b.actor,
+            b.source,
+            b.status,
+            w.at,
+            w.actor.label("withdrawn_by"),
+            w.reason,
+            b.id,
+        )
         .outerjoin(cells, cells.c.batch_id == b.id)
         .outerjoin(table(BatchWithdrawal), w.batch_id == b.id)
         .where(b.status.in_(("committed", "withdrawn")))
@@ -261,7 +274,7 @@ def withdrawn_before(
                b.window_to > period.start.to_pydatetime())
         .order_by(w.at, w.id)
     ).all()  # fmt: skip
-    return [tuple(r) for r in rows]  # type: ignore[misc]
+    return [(str(k), str(u), str(s), str(o), a, str(by)) for k, u, s, o, a, by in rows]
 
 
 def name_batches(engine: Engine, exc: InputError) -> InputError:

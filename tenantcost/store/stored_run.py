@@ -175,11 +175,16 @@ def stored_provenance(
     ]  # one per batch the run read: a handful
     period = Period(pd.Timestamp(run.period_start), pd.Timestamp(run.period_end))
     inputs += [
-        InputFile(kind, f"withdrawn batch {uid[:12]} (not read; withdrawn {iso_z_seconds(at)} "
-                  f"by {actor}): {source}", sha256)
+        InputFile(
+            kind,
+            f"withdrawn batch {uid[:12]} (not read; withdrawn {iso_z_seconds(at)} "
+            f"by {actor}): {source}",
+            sha256,
+        )
         for kind, uid, sha256, source, at, actor in withdrawn_before(
-            connection, period, run.finished_at)
-    ]  # fmt: skip  (the reason is internal: `batch list` and `history` show it)
+            connection, period, run.finished_at
+        )
+    ]  # the reason is internal (`batch list` and `history` show it): never on a sheet
     return Provenance(
         inputs=inputs,
         rules=[(r.id, r.effective_from.date().isoformat()) for r in stored.result.rules],
