@@ -92,6 +92,8 @@ def test_a_poisoned_month_is_repaired_through_the_api(served: Served) -> None:
     assert served.call("POST", close, json={"allow_incomplete": True}).status_code == 422
     withdraw = f"/api/v1/batches/{served.daily}/withdraw"
     assert served.call("POST", withdraw, json={"reason": ""}).status_code == 422
+    nul = served.call("POST", withdraw, json={"reason": "a\u0000b"})  # PostgreSQL: no NUL
+    assert nul.status_code == 422 and "U+0000" in nul.json()["detail"]
     done = served.call("POST", withdraw, json={"reason": "daily usage, hourly costs"})
     assert done.status_code == 200, done.text
     doc = done.json()

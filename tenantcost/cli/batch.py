@@ -31,8 +31,8 @@ def batch_list_command(
     data: DataOpt = None,
     settings: SettingsOpt = None,
 ) -> None:
-    """Every batch in commit order: uid, kind, mode, rows, cells, windows, when and by whom it
-    was ingested, and whether it is active or withdrawn (by whom, when, why)."""
+    """List the batches in commit order: uid, kind, mode, rows, cells, windows, ingested at
+    and by, status (active, or withdrawn: when, by whom, why)."""
     from tenantcost.cli.run import check_format
     from tenantcost.store.batches import batch_table, batches_document, list_batches
     from tenantcost.store.schema import current_store

@@ -239,7 +239,7 @@ def _ingest(
             )
         except _Replay as replay:
             return replay.answer.response(replayed=True)
-    if done.unchanged:  # the same rows into a closed month: nothing written, key included
+    if done.unchanged:  # the same rows into a closed month: nothing written, not even the key
         return Answer(200, _ingested_document(done)).response()
     assert recorder.answer is not None
     return recorder.answer.response()

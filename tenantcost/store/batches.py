@@ -55,6 +55,9 @@ FIELDS = ("uid", "kind", "mode", "rows", "cells", "window_from", "window_to", "i
 """``batch list --format json``'s fields, in order (``GET /api/v1/batches`` too)."""
 _STORED_FILE = re.compile(r"\b([0-9a-f]{32})\.parquet\b")
 _COST_TAG = re.compile(r"\(costs batch ([0-9a-f]{12})\)")
+_UNSTORABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+"""What a reason may not hold once its whitespace is collapsed: control characters and lone
+surrogates."""
 
 
 class BatchStatus(StrEnum):
@@ -212,6 +215,10 @@ def withdraw_batch(
     if not reason:
         raise InputError("--reason is empty: say why the batch is withdrawn (it is recorded "
                          "and shown by `tenantcost history`)")  # fmt: skip
+    bad = _UNSTORABLE.search(reason)
+    if bad is not None:  # PostgreSQL cannot store NUL; a lone surrogate is not UTF-8
+        raise InputError(f"--reason holds U+{ord(bad.group(0)):04X} at character "
+                         f"{bad.start() + 1}, which the store cannot keep")  # fmt: skip
     with write_transaction(engine, wait) as connection:
         batch_id, batch = find_batch(connection, given)
         if batch.status is BatchStatus.WITHDRAWN:

@@ -178,8 +178,8 @@ def run_month(
     with write_transaction(store.engine, wait) as connection:
         if not month_inputs(connection, period).equals(batches):
             raise InputError(
-                f"the inputs of {month} changed (a batch ingested or withdrawn) while the run "
-                "was computing; run again"
+                f"new inputs for {month} were ingested while the run was computing (or a "
+                "batch was withdrawn); run again"
             )
         run = _run_row(run_id, month, result, casc, rules, started, actor)
         connection.execute(insert(table(Run)), [run])
