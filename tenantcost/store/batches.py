@@ -240,17 +240,29 @@ def withdraw_batch(
 
 
 def _restored(connection: Connection, batch_id: int) -> int:
-    """How many cells of batch ``batch_id`` earlier active batches of its kind also hold."""
-    b, c = table(Batch).c, table(BatchCell).c
-    other, mine = table(BatchCell).alias("other"), table(Batch).alias("mine")
+    """How many cells of ``replace`` batch ``batch_id`` count earlier batches' rows again
+    once it is withdrawn: cells an earlier active batch of its kind holds, and no later active
+    ``replace`` batch (which replaces them anyway)."""
+    c, mine = table(BatchCell).c, table(Batch).alias("mine")
+
+    def held(when: Any, *, replace_only: bool = False) -> Any:
+        other, batch = table(BatchCell).alias(), table(Batch).alias()
+        query = (
+            select(other.c.id)
+            .join(batch, batch.c.id == other.c.batch_id)
+            .where(other.c.window_start == c.window_start, other.c.window_end == c.window_end,
+                   other.c.key == c.key, batch.c.status == "committed",
+                   batch.c.kind == mine.c.kind, when(batch.c.id))
+        )  # fmt: skip
+        if replace_only:
+            query = query.where(batch.c.mode == "replace")
+        return query.exists()
+
     query = (
-        select(func.count(func.distinct(c.id)))
-        .join_from(table(BatchCell), other, (other.c.window_start == c.window_start)
-                   & (other.c.window_end == c.window_end) & (other.c.key == c.key))
-        .join(table(Batch), b.id == other.c.batch_id)
+        select(func.count(c.id))
         .join(mine, mine.c.id == c.batch_id)
-        .where(c.batch_id == batch_id, b.id < batch_id, b.status == "committed",
-               b.kind == mine.c.kind)
+        .where(c.batch_id == batch_id, held(lambda i: i < batch_id),
+               ~held(lambda i: i > batch_id, replace_only=True))
     )  # fmt: skip
     return int(connection.execute(query).scalar() or 0)
 
