@@ -8,7 +8,7 @@ tenantcost.service.permissions), so a wrong rule in the code fails this test:
 * ingest: POST usage only, 403 elsewhere;
 * account-manager: lists, months and its own client; another client's URL is 404 with the
   same body as a client that does not exist; cluster-wide routes 403;
-* finance: every client, cluster routes, close and reopen; tokens 403;
+* finance: every client, cluster routes, close and reopen, batches (issue 22); tokens 403;
 * admin: everything.
 """
 
@@ -71,6 +71,14 @@ ROUTES = [
     # Writes: requests access lets through but the store refuses, so nothing changes.
     Route("POST", "/api/v1/months/{month}/close", CLUSTER, ok=409, json={}),
     Route("POST", "/api/v1/months/{month}/reopen", CLUSTER, ok=422, json={"reason": ""}),
+    Route("GET", "/api/v1/batches?month={month}", CLUSTER),
+    Route(
+        "POST",
+        "/api/v1/batches/0123456789abcdef/withdraw",
+        CLUSTER,
+        ok=404,
+        json={"reason": "no such batch"},
+    ),
     Route("GET", "/api/v1/tokens", {"admin"}),
     Route("POST", "/api/v1/tokens", {"admin"}, ok=422, json={"role": "nobody"}),
     Route("DELETE", "/api/v1/tokens/no-such-token", {"admin"}, ok=404),

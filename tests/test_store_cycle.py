@@ -169,10 +169,12 @@ def test_the_full_cycle_on_the_bundled_example(store_url: str, tmp_path: Path):
     fix = corrected_usage(tmp_path)
     batches, versions = count(engine, Batch), count(engine, RuleVersion)
     for args, what in ((["ingest", "usage", "--usage", str(fix)], "ingest usage"),
-                       (["ingest", "costs", "--costs", str(EXAMPLE / "costs.json")],
-                        "ingest costs")):  # fmt: skip
+                       (["ingest", "costs", "--costs", str(EXAMPLE / "costs.json"), "--mode",
+                         "sum"], "ingest costs")):  # fmt: skip
         one_line_refusal(cli(*args, *db), f"{what} would change 2026-11, closed (revision 1",
                          "run `tenantcost reopen --month 2026-11 --reason TEXT` first")  # fmt: skip
+    same = cli("ingest", "costs", "--costs", str(EXAMPLE / "costs.json"), *db)  # issue 22
+    assert same.exit_code == 0 and same.stdout.startswith("costs: nothing would change")
     one_line_refusal(cli("close", "--month", MONTH, "--allow-incomplete", *db),
                      "2026-11 is already closed (revision 1", "to issue revision 2",
                      "`tenantcost reopen --month 2026-11 --reason TEXT`")  # fmt: skip

@@ -39,12 +39,13 @@ REPORT_TABLES = {"run_report", "run_pack", "run_client_figure", "run_client_serv
                  "run_unattributed", "run_workload"}  # fmt: skip
 WEB_TABLES = {"web_session_end"}
 CATALOG_TABLES = {"catalog_load", "catalog_client"}
-LATER = REPORT_TABLES | SERVICE_TABLES | WEB_TABLES | CATALOG_TABLES
+WITHDRAW_TABLES = {"batch_withdrawal"}
+LATER = REPORT_TABLES | SERVICE_TABLES | WEB_TABLES | CATALOG_TABLES | WITHDRAW_TABLES
 """The tables after 0005 (cycle), dropped by the first downgrade steps."""
 TABLES = {"store_meta", "rule_file", "rule_version", "batch", "batch_cell", "batch_file",
           *RUN_TABLES, *CYCLE_TABLES, *SERVICE_TABLES, *REPORT_TABLES, *WEB_TABLES,
-          *CATALOG_TABLES}  # fmt: skip
-HEAD = "0010"
+          *CATALOG_TABLES, *WITHDRAW_TABLES}  # fmt: skip
+HEAD = "0011"
 BATCH_TABLES = {"batch", "batch_cell", "batch_file"}
 runner = CliRunner()
 
@@ -74,7 +75,7 @@ def assert_one_line_refusal(result, *fragments: str) -> str:
 
 def test_the_migrations_form_one_chain_ending_at_head():
     assert known_revisions() == {"0001", "0002", "0003", "0004", "0005", "0006", "0007",
-                                 "0008", "0009", "0010"}  # fmt: skip
+                                 "0008", "0009", "0010", "0011"}  # fmt: skip
     assert head_revision() == HEAD
 
 
@@ -87,24 +88,27 @@ def test_upgrade_from_empty_then_down_to_base_and_up_again(store_url: str):
     assert "rule_id" in {c["name"] for c in inspect(engine).get_columns("run_line")}
     run_line_indexes = {i["name"] for i in inspect(engine).get_indexes("run_line")}
     assert "ix_run_line_run_id_client" in run_line_indexes
+    downgrade(engine, "0010")
+    at_0010 = TABLES - WITHDRAW_TABLES
+    assert current_revision(engine) == "0010" and tables(engine) == at_0010
     downgrade(engine, "0009")
-    assert current_revision(engine) == "0009" and tables(engine) == TABLES
+    assert current_revision(engine) == "0009" and tables(engine) == at_0010
     assert "ix_run_line_run_id_client" not in {
         i["name"] for i in inspect(engine).get_indexes("run_line")
     }
     downgrade(engine, "0008")
     assert current_revision(engine) == "0008"
-    assert tables(engine) == TABLES - CATALOG_TABLES
+    assert tables(engine) == at_0010 - CATALOG_TABLES
     downgrade(engine, "0007")
     assert current_revision(engine) == "0007"
-    assert tables(engine) == TABLES - CATALOG_TABLES - WEB_TABLES
+    assert tables(engine) == at_0010 - CATALOG_TABLES - WEB_TABLES
     downgrade(engine, "0006")
     assert current_revision(engine) == "0006"
-    assert tables(engine) == TABLES - CATALOG_TABLES - WEB_TABLES - REPORT_TABLES
+    assert tables(engine) == at_0010 - CATALOG_TABLES - WEB_TABLES - REPORT_TABLES
     assert "rule_id" not in {c["name"] for c in inspect(engine).get_columns("run_line")}
     downgrade(engine, "0005")
     assert current_revision(engine) == "0005"
-    assert tables(engine) == TABLES - CATALOG_TABLES - WEB_TABLES - REPORT_TABLES - SERVICE_TABLES
+    assert tables(engine) == at_0010 - CATALOG_TABLES - WEB_TABLES - REPORT_TABLES - SERVICE_TABLES
     downgrade(engine, "0004")
     assert current_revision(engine) == "0004"
     assert tables(engine) == TABLES - LATER - CYCLE_TABLES
@@ -232,6 +236,26 @@ def test_batch_constraints_hold_on_every_backend(store_url: str):
         with pytest.raises(IntegrityError), Session(engine) as session:
             session.add(Batch(**(values | change)))
             session.commit()
+    engine.dispose()
+
+
+def test_0011_keeps_the_batches_and_admits_withdrawn(store_url: str):
+    """0011 rebuilds ``batch`` on SQLite (a CHECK changes): rows survive both ways, and a
+    withdrawn batch stays out of the figures after a downgrade (``aborted``)."""
+    engine = engine_for(store_url, migrating=True)
+    upgrade(engine)
+    t0 = datetime(2026, 11, 7, tzinfo=UTC)
+    with Session(engine) as session:
+        for uid, status in (("e" * 32, "committed"), ("f" * 32, "withdrawn")):
+            session.add(Batch(uid=uid, kind="usage", source="x", rows=1, sha256="0" * 64,
+                              window_from=t0, window_to=t0 + timedelta(hours=1), actor="t",
+                              status=status))  # fmt: skip
+        session.commit()
+    downgrade(engine, "0010")
+    upgrade(engine)
+    with Session(engine) as session:
+        kept = sorted((b.uid[0], b.status) for b in session.exec(select(Batch)))
+    assert kept == [("e", "committed"), ("f", "aborted")]
     engine.dispose()
 
 

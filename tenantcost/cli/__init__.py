@@ -5,7 +5,8 @@
 * :mod:`~tenantcost.cli.commands`: the commands, each a few lines;
 * :mod:`~tenantcost.cli.store`: the store's commands (``db upgrade``, ``rules load``,
   ``ingest usage|costs``, ``ingest --since-last``); :mod:`~tenantcost.cli.cycle`: ``run``,
-  ``status``, ``close``, ``reopen``, ``history``; :mod:`~tenantcost.cli.from_db`: the checks
+  ``status``, ``close``, ``reopen``, ``history``; :mod:`~tenantcost.cli.batch`: ``batch list``
+  and ``batch withdraw``; :mod:`~tenantcost.cli.from_db`: the checks
   of ``report --from-db``; :mod:`~tenantcost.cli.service`: ``serve`` and ``token``;
 * :mod:`~tenantcost.cli.economics`: ``unit-economics`` and ``catalog load``;
   :mod:`~tenantcost.cli.explain`: ``explain``;
@@ -17,6 +18,7 @@ Every user mistake surfaces as one ``error: ...`` line on stderr and exit code 2
 as ``warning: ...`` lines. ``reconcile`` exits 1 when the cascade does not close.
 """
 
+from tenantcost.cli import batch as _batch  # noqa: F401  (registers batch list, batch withdraw)
 from tenantcost.cli import cycle as _cycle  # noqa: F401  (registers run, status, close, reopen, history)
 from tenantcost.cli import economics as _economics  # noqa: F401  (registers unit-economics)
 from tenantcost.cli import explain as _explain  # noqa: F401  (registers explain)

@@ -199,8 +199,9 @@ def history_command(
     settings: SettingsOpt = None,
 ) -> None:
     """Every issued revision of the clients' statements (issued or superseded), by month,
-    client and revision."""
+    client and revision; without --client, the table then lists the batch withdrawals."""
     from tenantcost.cli.run import check_format
+    from tenantcost.store.batches import withdrawals, withdrawals_table
     from tenantcost.store.history import history, history_csv, history_document, history_table
     from tenantcost.store.schema import current_store
     from tenantcost.store.settings import resolve_settings
@@ -211,12 +212,17 @@ def history_command(
     resolved = resolve_settings(db, data, settings)
     with current_store(resolved) as engine:
         entries = history(engine, client=client, month=month)
+        # withdrawals concern a whole month, not one client (and their reason is internal)
+        withdrawn = withdrawals(engine, month) if client is None and fmt == "table" else []
     if fmt == "json":
         typer.echo(json.dumps(history_document(entries), indent=2))
     elif fmt == "csv":
         typer.echo(history_csv(entries), nl=False)
     else:
         typer.echo(history_table(entries))
+        if withdrawn:
+            typer.echo("")
+            typer.echo(withdrawals_table(withdrawn))
 
 
 __all__ = ["close_command", "history_command", "reopen_command", "run_command", "status_command"]

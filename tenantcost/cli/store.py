@@ -431,6 +431,10 @@ def _ingested_line(done: Ingested) -> str:
     if done.dry_run:
         return (f"{done.kind}: dry run, nothing written: {done.rows} rows, {done.cells} {cell} "
                 f"cells, {span}{skipped}")  # fmt: skip
+    if done.unchanged:
+        return (f"{done.kind}: nothing would change, nothing written: batch {done.uid[:12]} "
+                f"already holds these {done.rows} rows of {done.cells} {cell} cells, and they "
+                f"count ({span}, sha256 {done.sha256[:12]}){skipped}")  # fmt: skip
     verb = "replaced" if done.mode == "replace" else "added to"
     earlier = f"; {verb} {done.replaced} cell(s) held by earlier batches" if done.replaced else ""
     cleaned = f"; removed {done.cleaned} leftover file(s)" if done.cleaned else ""

@@ -26,11 +26,13 @@ from tenantcost.service.auth import (
     ClientAccess,
     ClientAccessDep,
     MayClose,
+    MayListBatches,
     MayListClients,
     MayListMonths,
     MayManageTokens,
     MayReopen,
     MayViewCluster,
+    MayWithdrawBatch,
     not_found,
 )
 
@@ -305,6 +307,52 @@ def post_reopen(
         "at": figures.iso(done.at),
         "actor": done.actor,
     }
+
+
+@router.get("/batches", tags=["batches"], summary="Ingested batches (like `tenantcost batch list`)")
+def list_batches(
+    request: Request,
+    _principal: MayListBatches,
+    month: Annotated[
+        str | None, Query(pattern=MONTH_PATTERN, description="Only batches with windows in it.")
+    ] = None,
+) -> list[dict[str, Any]]:
+    from tenantcost.store.batches import batches_document
+    from tenantcost.store.batches import list_batches as batches
+
+    return batches_document(batches(request.app.state.engine, month))
+
+
+class WithdrawRequest(BaseModel):
+    reason: str = Field(min_length=1, max_length=2000, description="Why (recorded, internal).")
+
+
+@router.post(
+    "/batches/{uid}/withdraw",
+    tags=["batches"],
+    summary="Withdraw a batch from its open months (nothing is deleted)",
+)
+def post_withdraw(
+    request: Request,
+    uid: Annotated[str, Path(description="The batch uid, or its first 8 or more hex digits.")],
+    body: WithdrawRequest,
+    principal: MayWithdrawBatch,
+) -> dict[str, Any]:
+    """404 for an unknown batch, 409 for one already withdrawn or reaching into a closed
+    month, 422 for an empty reason."""
+    from tenantcost.store.batches import AlreadyWithdrawn, UnknownBatch, withdraw_batch
+
+    settings = request.app.state.settings
+    with store_refusals():
+        try:
+            done = withdraw_batch(request.app.state.engine, uid, reason=body.reason,
+                                  actor=principal.actor, wait=settings.ingest_wait)  # fmt: skip
+        except UnknownBatch as exc:
+            raise HTTPException(404, exc.one_line()) from None
+        except AlreadyWithdrawn as exc:
+            raise HTTPException(409, exc.one_line()) from None
+    return {**done.batch.document(), "months": done.batch.months,
+            "restored_cells": done.restored}  # fmt: skip
 
 
 class TokenRequest(BaseModel):

@@ -15,7 +15,8 @@ The rules (issue 10):
   no existence leak through content or timing class). Cluster-wide pages (reconciliation,
   compare, month close/reopen, tokens, ingest) answer **403**. It sees issued months only;
 * ``finance``: every client, drafts (marked), the cascade, close and reopen, ingest of
-  corrections;
+  corrections, the batch list and batch withdrawal (issue 22: the repair of a month a later
+  ingest made unusable; a withdrawal's reason is internal, so account managers see neither);
 * ``admin``: everything finance may, and tokens.
 """
 
@@ -54,6 +55,10 @@ class Action(StrEnum):
     REOPEN_MONTH = "reopen-month"
     MANAGE_TOKENS = "manage-tokens"
     """GET/POST /api/v1/tokens, DELETE /api/v1/tokens/{name}."""
+    LIST_BATCHES = "list-batches"
+    """GET /api/v1/batches: every ingested batch, active or withdrawn (with the reason)."""
+    WITHDRAW_BATCH = "withdraw-batch"
+    """POST /api/v1/batches/{uid}/withdraw."""
 
 
 class Decision(IntEnum):

@@ -232,7 +232,7 @@ def _ingest(
             source = ParquetUsage([upload.path], con)
             source.origin = origin
         try:
-            ingest_usage_source(
+            done = ingest_usage_source(
                 store,
                 source,
                 con,
@@ -244,6 +244,8 @@ def _ingest(
             )
         except _Replay as replay:
             return replay.answer.response(replayed=True)
+    if done.unchanged:  # the same rows into a closed month: nothing written, not even the key
+        return Answer(200, _ingested_document(done)).response()
     assert recorder.answer is not None
     return recorder.answer.response()
 
@@ -260,6 +262,7 @@ def _ingested_document(done: Any) -> dict[str, Any]:
         "window_from": iso_z(done.window_from),
         "window_to": iso_z(done.window_to),
         "sha256": done.sha256,
+        "unchanged": done.unchanged,
     }
 
 

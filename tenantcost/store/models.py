@@ -14,6 +14,8 @@ Now:
   written first and committed by inserting this row).
 * ``batch_cell``: the (window, service) or (window, workload) cells of each batch (what a
   ``replace`` batch supersedes), and ``batch_file``: its Parquet files, by day.
+* ``batch_withdrawal`` (0011): a batch withdrawn from its open months (who, when, why); the
+  batch's status is then ``withdrawn`` and it no longer counts, its rows and files stay.
 
 * ``run`` (0004): one ``tenantcost run`` (uuid id, month, rules, code version, timings,
   actor, totals), ``run_input`` (the batches it read, with their sha256), ``run_client``
@@ -67,7 +69,7 @@ migration can drop or alter them by name (SQLite's batch mode needs the names)."
 
 BATCH_KINDS = ("costs", "usage")
 BATCH_MODES = ("replace", "sum")
-BATCH_STATUSES = ("pending", "committed", "aborted")
+BATCH_STATUSES = ("pending", "committed", "aborted", "withdrawn")
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -163,7 +165,10 @@ class Batch(StoreModel, table=True):
     batch covers (``to`` exclusive); ``rows`` counts the canonical rows stored; ``sha256`` is
     over its files' sha256 in day order (``"<day> <sha256>"`` lines; usage rows are written in
     canonical order), so the same input gives the same sha256. Only committed batches are
-    written (the row is the commit point); ``pending`` and ``aborted`` are reserved."""
+    written (the row is the commit point); ``pending`` and ``aborted`` are reserved.
+    ``withdrawn`` (0011) is a committed batch taken back by ``batch withdraw``: every reader
+    asks for ``committed`` batches, so it no longer counts anywhere, while its row, cells and
+    files stay for provenance (:class:`BatchWithdrawal` says who, when and why)."""
 
     __tablename__ = "batch"
     __table_args__ = _table_args(
@@ -218,6 +223,22 @@ class BatchFile(StoreModel, table=True):
     path: str = Field(sa_type=Text)
     rows: int = Field(sa_type=BigInteger)
     sha256: str = Field(max_length=64)
+
+
+class BatchWithdrawal(StoreModel, table=True):
+    """A batch withdrawn by ``batch withdraw`` (0011), once: by whom, when and why. The
+    withdrawal is the repair for records a later ingest made unusable (a usage window that a
+    cost window ingested afterwards cuts): the month reads as if the batch had never been
+    ingested, and what counted before it (the cells a ``replace`` batch had replaced) counts
+    again."""
+
+    __tablename__ = "batch_withdrawal"
+
+    id: int | None = Field(default=None, primary_key=True)
+    batch_id: int = Field(foreign_key="batch.id", unique=True)
+    reason: str = Field(sa_type=Text)
+    actor: str = Field(max_length=200)
+    at: datetime = Field(sa_type=UTCDateTime, default_factory=utcnow)
 
 
 RUN_STATUSES = ("succeeded",)

@@ -1,6 +1,8 @@
 """``tenantcost run``: allocate a month from the store and record the run.
 
-The inputs are the month's committed costs and usage (:mod:`tenantcost.store.stored`), the
+The inputs are the month's committed costs and usage (:mod:`tenantcost.store.stored`; a
+record they hold that the allocation refuses is named with its batch and the command that
+withdraws it, :func:`tenantcost.store.batches.name_batches`), the
 rules are the store's: every stored rule version (a version id means one thing forever),
 with the file-level settings (confidence, privacy...) of the latest stored rule file. The
 allocation runs without the lock (readers never block writers); only the record is written
@@ -43,6 +45,7 @@ from tenantcost.reconcile import (
 )
 from tenantcost.result import AllocationResult
 from tenantcost.split import connect
+from tenantcost.store.batches import name_batches
 from tenantcost.store.data import Store
 from tenantcost.store.lock import write_transaction
 from tenantcost.store.models import (
@@ -161,17 +164,22 @@ def run_month(
         )
     rules = stored_rules(store.engine)
     con = connect()
-    costs, usage = stored_costs(store, period), stored_usage(store, period, con)
-    result = allocate_stream(
-        costs, usage, rules.ruleset,
-        key=key, period=period, detail="period", rules_origin=rules.origin, con=con,
-    )  # fmt: skip
+    try:
+        costs = stored_costs(store, period, tag_batches=True)
+        usage = stored_usage(store, period, con)
+        result = allocate_stream(
+            costs, usage, rules.ruleset,
+            key=key, period=period, detail="period", rules_origin=rules.origin, con=con,
+        )  # fmt: skip
+    except InputError as exc:  # a stored record refused: name its batch and the repair
+        raise name_batches(store.engine, exc) from None
     casc = require_closed(cascade(result))
     run_id = str(uuid.uuid4())
     with write_transaction(store.engine, wait) as connection:
         if not month_inputs(connection, period).equals(batches):
             raise InputError(
-                f"new inputs for {month} were ingested while the run was computing; run again"
+                f"new inputs for {month} were ingested while the run was computing (or a "
+                "batch was withdrawn); run again"
             )
         run = _run_row(run_id, month, result, casc, rules, started, actor)
         connection.execute(insert(table(Run)), [run])

@@ -8,7 +8,9 @@ feed :func:`tenantcost.allocate.allocate_stream` unchanged.
 Which rows count (see :mod:`tenantcost.store.ingest`): the catalog gives, per cell, the latest
 committed ``replace`` batch holding it; a row counts if its batch is that one or a later
 (``sum``) batch, or if no ``replace`` batch holds its cell. Files of uncommitted batches are
-never opened: the list of files comes from the catalog, not from listing the folder.
+never opened: the list of files comes from the catalog, not from listing the folder. A
+withdrawn batch (:mod:`tenantcost.store.batches`) is not committed: it takes part in none of
+this, so the cells a withdrawn ``replace`` batch had replaced count as they did before it.
 
 **Speed.** Only a *contested* cell, one that two or more committed batches hold, needs that
 rule: the rows of every other cell are the rows of its only batch (a batch never holds the
@@ -51,15 +53,18 @@ def stored_usage(
     return StoredUsage(store, files, cells, contested, con).within(period)
 
 
-def stored_costs(store: Store, period: Period) -> pd.DataFrame:
+def stored_costs(store: Store, period: Period, *, tag_batches: bool = False) -> pd.DataFrame:
     """The store's canonical cost table of ``period`` (windows inside it), as ``read_costs``
-    would give it for the ingested files."""
+    would give it for the ingested files. With ``tag_batches`` (``run``) each row's origin
+    ends with ``(costs batch <uid>)``, so an error about a row names the batch to withdraw."""
     files = _files(store, "costs", period)
     if files.empty:
         return empty_costs()
     frames = []
-    for batch_id, path in zip(files["batch_id"], files["path"], strict=True):  # per file
+    for uid, batch_id, path in files.itertuples(index=False):  # per file
         frame = pd.read_parquet(store.data.reader_path(path))
+        if tag_batches:
+            frame["origin"] = frame["origin"].astype("str") + f" (costs batch {uid[:12]})"
         frames.append(frame.assign(_batch=batch_id))
     costs = pd.concat(frames, ignore_index=True)
     costs["_key"] = workload_key(costs)

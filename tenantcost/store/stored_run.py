@@ -16,8 +16,9 @@ that need the inputs (:func:`tenantcost.store.report_figures.pending_figures`). 
 not got them: they are computed from the store's inputs (``data``), refused if the month's
 inputs changed since the run.
 
-The provenance names the stored inputs (the rule file's and each batch's sha256) and the
-command that renders the same pages again.
+The provenance names the stored inputs (the rule file's and each batch's sha256), the batches
+of the period withdrawn before the run (not read), and the command that renders the same pages
+again.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from tenantcost.report.pack import ReportPack, assemble_pack
 from tenantcost.report.provenance import InputFile, Provenance, generation_time
 from tenantcost.report.statement import ClientRestatement, StatementKind, StatementNote
 from tenantcost.split import connect
+from tenantcost.store.batches import withdrawn_before
 from tenantcost.store.cycle import issued_revision, statements
 from tenantcost.store.data import DataDir, Store
 from tenantcost.store.models import Batch, MonthEvent, Run, RunInput, table
@@ -48,6 +50,7 @@ from tenantcost.store.report_figures import (
 )
 from tenantcost.tables import empty_costs
 from tenantcost.timefmt import iso_z_seconds
+from tenantcost.windows import Period
 
 
 @dataclass(frozen=True)
@@ -155,7 +158,8 @@ def choose_run(
 def stored_provenance(
     connection: Connection, run_id: str, stored: StoredResult, at: datetime | None
 ) -> Provenance:
-    """The run's inputs as stored: its rule file and every batch it read, with their sha256."""
+    """The run's inputs as stored: its rule file and every batch it read, with their sha256,
+    then the batches of its period withdrawn before it (not read; fixed once the run is)."""
     run = connection.execute(select(table(Run)).where(table(Run).c.id == run_id)).one()
     i, b = table(RunInput).c, table(Batch).c
     batches = connection.execute(
@@ -169,6 +173,18 @@ def stored_provenance(
         InputFile(str(kind), f"batch {batch_id}: {source}", str(sha256))
         for batch_id, kind, sha256, source in batches
     ]  # one per batch the run read: a handful
+    period = Period(pd.Timestamp(run.period_start), pd.Timestamp(run.period_end))
+    inputs += [
+        InputFile(
+            kind,
+            f"withdrawn batch {uid[:12]} (not read; withdrawn {iso_z_seconds(at)} "
+            f"by {actor}): {source}",
+            sha256,
+        )
+        for kind, uid, sha256, source, at, actor in withdrawn_before(
+            connection, period, run.finished_at
+        )
+    ]  # the reason is internal (`batch list` and `history` show it): never on a sheet
     return Provenance(
         inputs=inputs,
         rules=[(r.id, r.effective_from.date().isoformat()) for r in stored.result.rules],
