@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -26,10 +26,16 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from tenantcost.client_id import bad_client_id_sql, client_id_problem
 from tenantcost.errors import InputError, InternalError
 from tenantcost.limits import MAX_USAGE_VALUE
 from tenantcost.readers.costs import expand_paths
-from tenantcost.readers.usage import usage_limit_problem
+from tenantcost.readers.usage import (
+    OFF_HOUR_END_SQL,
+    OFF_HOUR_START_SQL,
+    off_hour_problem,
+    usage_limit_problem,
+)
 from tenantcost.split import quote
 from tenantcost.suggest import did_you_mean
 from tenantcost.tables import USAGE_KEY_COLUMNS, metric_columns
@@ -39,6 +45,10 @@ from tenantcost.windows import Period, select_period
 def timestamp_literal(ts: pd.Timestamp) -> str:
     """A DuckDB TIMESTAMPTZ literal for a UTC timestamp."""
     return f"TIMESTAMPTZ '{ts.tz_convert('UTC').strftime('%Y-%m-%d %H:%M:%S.%f')}+00'"
+
+
+Message = str | Callable[[pd.Series], str]
+"""A check's one-line reason: fixed, or made from the first bad row's key columns."""
 
 
 class UsageSource(ABC):
@@ -335,13 +345,20 @@ class ParquetUsage(UsageSource):
         """The checks the CSV reader makes, as SQL over the chunk: one pass that finds whether
         any row has a problem (and hashes every row's key for the duplicate check); only then
         the first bad row of the first kind found, by file and row."""
-        checks: list[tuple[str, str, str]] = [
+        checks: list[tuple[str, str, Message]] = [
             (
                 "service IS NULL OR trim(service) = ''",
                 "service",
                 "service is empty: every usage row must name the service it measures",
             ),
             ("window_end <= window_start", "window_end", "window_end is not after window_start"),
+            (OFF_HOUR_START_SQL, "window_start", _off_hour),
+            (OFF_HOUR_END_SQL, "window_end", _off_hour),
+            (
+                bad_client_id_sql("client"),
+                "client",
+                lambda row: client_id_problem(str(row["client"])) or "client id refused",
+            ),
         ]
         for m in self.metrics:
             q = quote(m)
@@ -386,10 +403,10 @@ class ParquetUsage(UsageSource):
             )
 
     def _raise_first_problem(
-        self, con: duckdb.DuckDBPyConnection, checks: list[tuple[str, str, str]]
+        self, con: duckdb.DuckDBPyConnection, checks: list[tuple[str, str, Message]]
     ) -> NoReturn:
         """Some row fails a check: count each kind, then name the first bad row of the first
-        kind found, by file and row."""
+        kind found, by file and row (a message made from the row gets its key values)."""
         counts = _first(
             con.execute(
                 "SELECT " + ", ".join(f"count_if({c})" for c, _, _ in checks) + " FROM chunk_usage"
@@ -398,8 +415,28 @@ class ParquetUsage(UsageSource):
         for (condition, column, message), count in zip(checks, counts or (), strict=True):
             if count:
                 file, _, where = self.first_row(con, condition).rpartition(":")
-                raise InputError(message, file=file, where=where, column=column)
+                text = (
+                    message
+                    if isinstance(message, str)
+                    else message(self._first_keys(con, condition))
+                )
+                raise InputError(text, file=file, where=where, column=column)
         raise InternalError("a usage row failed the checks, but no single check finds it")
+
+    def _first_keys(self, con: duckdb.DuckDBPyConnection, condition: str) -> pd.Series:
+        """The key columns of the row :meth:`first_row` names (errors only)."""
+        frame = con.execute(
+            f"SELECT {', '.join(USAGE_KEY_COLUMNS)} FROM "
+            f"({self._select(self._chunk_where, origin=True)}) "
+            f"WHERE {condition} ORDER BY origin_file, origin_row LIMIT 1"
+        ).df()
+        for column in ("window_start", "window_end"):
+            frame[column] = pd.to_datetime(frame[column], utc=True)
+        return frame.iloc[0]
+
+
+def _off_hour(row: pd.Series) -> str:
+    return off_hour_problem(row["window_start"], row["window_end"])
 
 
 def _scan_chunk(con: duckdb.DuckDBPyConnection, any_problem: str) -> tuple[np.ndarray, bool]:
