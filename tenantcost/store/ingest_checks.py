@@ -334,7 +334,7 @@ def _version(rule_id: str, content: str) -> StoredVersion:
 
 
 def _utc(value: object) -> pd.Timestamp:
-    return pd.Timestamp(value).tz_convert("UTC")  # type: ignore[arg-type]
+    return pd.Timestamp(value).tz_convert("UTC")
 
 
 def _dt(ts: pd.Timestamp) -> datetime:
