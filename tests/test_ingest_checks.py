@@ -20,8 +20,13 @@ from typing import Any
 import httpx
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlalchemy import select
 
+from tenantcost.client_id import bad_client_id_sql, bad_client_ids, client_id_problem
+from tenantcost.readers.usage import OFF_HOUR_END_SQL, OFF_HOUR_START_SQL, off_hour_windows
+from tenantcost.split import connect
 from tenantcost.store.engine import open_engine
 from tenantcost.store.models import Batch, table
 from tenantcost.store.settings import resolve_settings
@@ -268,3 +273,43 @@ def test_valid_windows_are_accepted_and_the_month_runs(site: Site) -> None:
     clients = {c["client"]: c for c in json.loads(ran.stdout)["clients"]}
     for client in ("nested-client", "daily-client", "api-client", "client-a"):
         assert clients[client]["amount"] > 0, (client, clients)
+
+
+# --------------------------------------------------------------------------- one rule, two forms
+
+BASE = pd.Timestamp("2026-11-01T00:00:00Z")
+DUCKDB = connect()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3 * 24 * 60), st.integers(1, 2 * 24 * 60)),
+                min_size=1, max_size=20))  # fmt: skip
+def test_the_hour_rule_is_the_same_in_pandas_and_in_duckdb(windows: list[tuple[int, int]]) -> None:
+    """A window is refused iff it crosses an hour boundary and does not start and end on
+    whole hours; the readers (numpy) and the Parquet scan (SQL) agree row by row."""
+    start = pd.Series([BASE + pd.Timedelta(minutes=a) for a, _ in windows])
+    end = pd.Series([BASE + pd.Timedelta(minutes=a + n) for a, n in windows])
+    off_start, off_end = off_hour_windows(start, end)
+    pairs = list(zip(start, end, strict=True))
+    one_hour = [s.floor("h") == (e - pd.Timedelta(1)).floor("h") for s, e in pairs]
+    whole = [s == s.floor("h") and e == e.floor("h") for s, e in pairs]
+    expected = [not (a or b) for a, b in zip(one_hour, whole, strict=True)]
+    assert (off_start | off_end).tolist() == expected
+    con = DUCKDB
+    con.register("w", pd.DataFrame({"window_start": start, "window_end": end}))
+    found = con.execute(f"SELECT ({OFF_HOUR_START_SQL}), ({OFF_HOUR_END_SQL}) FROM w").fetchall()
+    assert [bool(a) for a, _ in found] == off_start.tolist()
+    assert [bool(b) for _, b in found] == off_end.tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.text(st.characters(exclude_categories=["Cs"]), max_size=300),
+                min_size=1, max_size=10))  # fmt: skip
+def test_the_client_id_rule_is_the_same_in_pandas_and_in_duckdb(ids: list[str]) -> None:
+    expected = [client_id_problem(i) is not None for i in ids]
+    assert bad_client_ids(pd.Series(ids, dtype="str")).tolist() == expected
+    assert bad_client_ids(pd.Series(ids, dtype=object)).tolist() == expected
+    con = DUCKDB
+    con.register("ids", pd.DataFrame({"client": pd.Series(ids, dtype="str")}))
+    found = con.execute(f"SELECT {bad_client_id_sql('client')} FROM ids").fetchall()
+    assert [bool(r[0]) for r in found] == expected
