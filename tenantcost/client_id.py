@@ -60,3 +60,10 @@ def bad_client_ids(clients: pd.Series) -> pd.Series:
     pattern = _BAD.pattern if clients.dtype == object else _CONTROL
     bad_char = clients.str.contains(pattern, regex=True)
     return (too_long | bad_char).fillna(False).astype(bool)
+
+
+def bad_client_id_sql(column: str = "client") -> str:
+    """A DuckDB condition true for the values of ``column`` (VARCHAR) that
+    :func:`client_id_problem` refuses. DuckDB strings are valid UTF-8, so no lone surrogate
+    can reach it; length counts code points, as Python's ``len`` does."""
+    return f"(length({column}) > {MAX_CLIENT_ID} OR regexp_matches({column}, '{_CONTROL}'))"

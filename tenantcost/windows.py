@@ -182,14 +182,72 @@ def match_usage_windows(
             _nested_frame(usage_windows, np.array([], dtype="int64"), cost_windows),
             _with_first_origin(usage_windows, origins),
         )
-    uw = usage_windows.sort_values(["window_start", "window_end"], kind="mergesort")
-    uw = uw.reset_index(drop=True)[["window_start", "window_end"]]
-    cw = cost_windows.sort_values("window_start", kind="mergesort").reset_index(drop=True)
+    uw, cw = _sorted_windows(usage_windows, cost_windows)
     if cw.empty:  # nothing to pay for: every usage window is an orphan
         return WindowMatch(
             _nested_frame(uw.iloc[0:0], np.array([], dtype="int64"), cw),
             _with_first_origin(uw, origins),
         )
+    m = _meet(uw, cw)
+    if m.bad.any():
+        i = int(m.bad.argmax())
+        _raise_misaligned(origins(uw.iloc[[i]]).iloc[0], cw.iloc[m.cost_of(i)])
+    nested_ = m.inside & ~m.equal
+    nested = _nested_frame(uw[nested_], m.prev[nested_], cw)
+    return WindowMatch(nested, _with_first_origin(uw[~m.in_prev & ~m.reaches_next], origins))
+
+
+def first_misaligned(
+    usage_windows: pd.DataFrame, cost_windows: pd.DataFrame
+) -> tuple[pd.Series, pd.Series] | None:
+    """The first usage window (in time order) that is coarser than a cost window or crosses
+    its boundary, with that cost window; None when every usage window equals a cost window,
+    nests in one or overlaps none. The check of :func:`match_usage_windows`, for callers
+    that word their own error (``ingest`` against the costs already stored)."""
+    uw, cw = _sorted_windows(usage_windows, cost_windows)
+    if uw.empty or cw.empty:
+        return None
+    m = _meet(uw, cw)
+    if not m.bad.any():
+        return None
+    i = int(m.bad.argmax())
+    return uw.iloc[i], cw.iloc[m.cost_of(i)]
+
+
+def _sorted_windows(
+    usage_windows: pd.DataFrame, cost_windows: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    uw = usage_windows.sort_values(["window_start", "window_end"], kind="mergesort")
+    uw = uw.reset_index(drop=True)[["window_start", "window_end"]]
+    cw = cost_windows.sort_values("window_start", kind="mergesort").reset_index(drop=True)
+    return uw, cw
+
+
+@dataclass(frozen=True)
+class _Meeting:
+    """How each sorted usage window meets the sorted, disjoint cost windows (arrays, one
+    entry per usage window): the cost window starting at or before it (``prev``, clipped)
+    and the next one (``nxt``); whether it starts inside ``prev``, lies inside it, equals
+    it, and reaches into ``nxt``."""
+
+    prev: np.ndarray
+    nxt: np.ndarray
+    in_prev: np.ndarray
+    inside: np.ndarray
+    equal: np.ndarray
+    reaches_next: np.ndarray
+
+    @property
+    def bad(self) -> np.ndarray:
+        """Coarser than a cost window, or across its boundary."""
+        return (self.in_prev & ~self.inside) | (~self.in_prev & self.reaches_next)
+
+    def cost_of(self, i: int) -> int:
+        """The cost window a bad usage window ``i`` is measured against."""
+        return int(self.prev[i] if self.in_prev[i] else self.nxt[i])
+
+
+def _meet(uw: pd.DataFrame, cw: pd.DataFrame) -> _Meeting:
     us, ue = _ns(uw["window_start"]), _ns(uw["window_end"])
     cs, ce = _ns(cw["window_start"]), _ns(cw["window_end"])
     n = len(cw)
@@ -200,13 +258,7 @@ def match_usage_windows(
     equal = inside & (us == cs[prev_c]) & (ue == ce[prev_c])
     nxt_c = (prev + 1).clip(0, n - 1)
     reaches_next = (prev + 1 < n) & (cs[nxt_c] < ue)
-    bad = (in_prev & ~inside) | (~in_prev & reaches_next)
-    if bad.any():
-        i = int(bad.argmax())
-        c = int(prev_c[i] if in_prev[i] else nxt_c[i])
-        _raise_misaligned(origins(uw.iloc[[i]]).iloc[0], cw.iloc[c])
-    nested = _nested_frame(uw[inside & ~equal], prev_c[inside & ~equal], cw)
-    return WindowMatch(nested, _with_first_origin(uw[~in_prev & ~reaches_next], origins))
+    return _Meeting(prev_c, nxt_c, in_prev, inside, equal, reaches_next)
 
 
 def _with_first_origin(
@@ -236,20 +288,26 @@ def _nested_frame(windows: pd.DataFrame, cost_index: np.ndarray, cw: pd.DataFram
 
 def _raise_misaligned(u: pd.Series, c: pd.Series) -> None:
     """The error for a usage window that neither equals nor nests in cost window ``c``."""
+    raise InputError(misalignment(u, c, f" (from {u.origin})", f" (from {c.origin})"))
+
+
+def misalignment(u: pd.Series, c: pd.Series, u_from: str = "", c_from: str = "") -> str:
+    """Why usage window ``u`` cannot be split over cost window ``c`` (coarser, or across its
+    boundary) and what would fix it; ``u_from`` and ``c_from`` follow each window's text."""
     usage_len = u.window_end - u.window_start
     cost_len = c.window_end - c.window_start
     shown = (
-        f"usage window {_fmt(u.window_start, u.window_end)} (from {u.origin}) "
-        f"{{}} cost window {_fmt(c.window_start, c.window_end)} (from {c.origin})"
+        f"usage window {_fmt(u.window_start, u.window_end)}{u_from} "
+        f"{{}} cost window {_fmt(c.window_start, c.window_end)}{c_from}"
     )
     if u.window_start <= c.window_start and u.window_end >= c.window_end:
-        raise InputError(
+        return (
             shown.format("is coarser than")
             + f"; usage cannot be divided over shorter cost windows: give {span_text(cost_len)} "
             f"(or finer) usage, or costs with {span_text(usage_len)} windows"
         )
     finer = span_text(min(cost_len, pd.Timedelta(hours=1)))
-    raise InputError(
+    return (
         shown.format("is not aligned with")
         + "; a usage window must equal a cost window or lie inside one, never cross its "
         f"boundary: give usage in windows that nest in the cost windows (for example {finer} "

@@ -83,7 +83,7 @@ def test_quoted_newlines_keep_line_numbers(tmp_path: Path) -> None:
     path = write(
         tmp_path / "usage.csv",
         "window_start,window_end,service,client,requests\n"
-        f'{W0},api,"multi\nline client",1\n'
+        f'{W0},"multi\nline service",a,1\n'  # a client id may not hold a line break
         f"{W1},api,x,-1\n",
     )
     with pytest.raises(InputError) as error:

@@ -67,13 +67,15 @@ def cli(store: tuple[str, Path], *args: str):
 
 
 def rules_file(folder: Path, prometheus: PrometheusServer | None) -> Path:
-    """A rule file with sources.prometheus (when given) and one rule version."""
+    """A rule file with sources.prometheus (when given) and one rule version, naming both
+    services the Prometheus serves (a service no stored version names is refused)."""
     source = f'  prometheus: {{url: "{prometheus.url}"}}\n' if prometheus else "  {}\n"
     path = folder / "rules.yaml"
     path.write_text(
         "sources:\n" + source + "rules:\n  - id: v1\n    effective_from: 2024-01-01\n"
         "    workloads:\n"
         "      - {match: {controller: api}, class: shared, service: api, key: requests}\n"
+        "      - {match: {controller: import}, class: shared, service: import, key: requests}\n"
     )
     return path
 

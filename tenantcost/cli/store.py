@@ -335,6 +335,7 @@ def _ingest(
                 opencost = live.opencost(ruleset, opencost_url)
                 assert opencost is not None
                 done = live.ingest_opencost(store, opencost, period, options)
+    _warn(done)
     typer.echo(_ingested_line(done))
 
 
@@ -418,7 +419,17 @@ def _since_last(
         done = live.since_last(store, ruleset=ruleset, usage=usage, costs=costs, now=at,
                                options=live.Options("replace", os_actor(), wait=wait))  # fmt: skip
     for item in done:
+        if not isinstance(item, live.Skipped):
+            _warn(item)
         typer.echo(item.reason if isinstance(item, live.Skipped) else _ingested_line(item))
+
+
+def _warn(done: Ingested) -> None:
+    """What the batch could not be checked against yet: ``warning: ...`` on stderr."""
+    from tenantcost.errors import warn
+
+    for note in done.warnings:
+        warn(note)
 
 
 def _ingested_line(done: Ingested) -> str:

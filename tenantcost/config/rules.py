@@ -194,6 +194,19 @@ class RuleVersion(Strict):
                 seen.setdefault(w.service, None)
         return list(seen)
 
+    @property
+    def key_columns(self) -> list[tuple[str, str]]:
+        """``(path, column)`` of every key naming a usage column, the path relative to the
+        version (``workloads[0].key``, ``external[1].key``): the columns its usage must
+        have."""
+        keyed: list[tuple[str, Key | None]] = [
+            (f"workloads[{j}].key", w.key)
+            for j, w in enumerate(self.workloads)
+            if w.class_ == "shared" and w.key is not None
+        ]
+        keyed += [(f"external[{j}].key", e.key) for j, e in enumerate(self.external)]
+        return [(where, key) for where, key in keyed if isinstance(key, str) and key != EVEN]
+
     def source_name(self, entry: int) -> str:
         """The label of a shared workload entry's pool in results: its name, else its service."""
         w = self.workloads[entry]
@@ -402,19 +415,13 @@ def check_against_usage(
     """
     columns = ", ".join(metrics) if metrics else "(none)"
     for i, version in enumerate(ruleset.rules):
-        keyed: list[tuple[str, Key]] = [
-            (f"rules[{i}].workloads[{j}].key", w.key)
-            for j, w in enumerate(version.workloads)
-            if w.class_ == "shared" and w.key is not None
-        ]
-        keyed += [(f"rules[{i}].external[{j}].key", e.key) for j, e in enumerate(version.external)]
-        for where, key in keyed:
-            if isinstance(key, str) and key != EVEN and key not in metrics:
+        for where, key in version.key_columns:
+            if key not in metrics:
                 raise InputError(
                     f"unknown usage column '{key}'{did_you_mean(key, metrics)}; "
                     f"columns are {columns}",
                     file=origin,
-                    where=where,
+                    where=f"rules[{i}].{where}",
                 )
         for j, ext in enumerate(version.external):
             for service in ext.services or []:

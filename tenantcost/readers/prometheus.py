@@ -29,6 +29,9 @@ end, in one request per column instead of one per window. Periods longer than
   allocation, a 0 measure and an absent row give the client the same (zero) share.
 - Values arrive as strings and are converted to float64; NaN, infinite or negative values, and
   two series with the same (service, client) in one query, are errors.
+- Client label values and windows meet the rules of every usage reader
+  (:func:`tenantcost.readers.usage.check_usage_keys`: valid client ids, windows that cross
+  no hour boundary off the hour, as a period starting at 10:30 with a 1h step would).
 - Connection problems, timeouts, HTTP errors and Prometheus' own error responses (bad PromQL)
   become :class:`tenantcost.errors.InputError` naming the URL (without credentials) and the
   problem, quoting Prometheus' message; no traceback.
@@ -51,6 +54,7 @@ from urllib3.util.retry import Retry
 
 from tenantcost.config.sources import PrometheusSource
 from tenantcost.errors import InputError, warn
+from tenantcost.readers.usage import check_usage_keys
 from tenantcost.tables import empty_usage
 from tenantcost.timefmt import ISO_Z_FORMAT, iso_z_seconds
 
@@ -148,7 +152,7 @@ def read_prometheus_usage(
     ends = window_ends[slot]
     ends_text = window_ends.strftime(ISO_Z_FORMAT)
     origins = [f"prometheus {url} query '{c}' at {t}" for c in columns for t in ends_text]
-    return pd.DataFrame(
+    usage = pd.DataFrame(
         {
             "window_start": pd.Series(ends - step, dtype="datetime64[ns, UTC]"),
             "window_end": pd.Series(ends, dtype="datetime64[ns, UTC]"),
@@ -161,6 +165,9 @@ def read_prometheus_usage(
             "origin": _take(origins, present.argmax(axis=0) * n_windows + slot),
         }
     )
+    check_usage_keys(usage["window_start"], usage["window_end"], usage["client"],
+                     lambda position: (None, str(usage["origin"].iloc[position])))  # fmt: skip
+    return usage
 
 
 def _take(texts: list[str], codes: np.ndarray) -> pd.Series:

@@ -6,7 +6,15 @@ service, client``; every other column is a metric (``requests``, ``cpu_seconds``
 must be a finite number >= 0 and at most ``MAX_USAGE_VALUE`` (1e15, see
 ``tenantcost.limits``), because a negative or missing weight would make a split meaningless
 and a larger one is corrupt data more often than usage. An empty ``client`` is allowed and
-means unattributed usage.
+means unattributed usage; any other client id must meet :mod:`tenantcost.client_id` (no
+control character, valid UTF-8, at most 256 characters), so that every backend can store it.
+
+**Windows and hours.** A usage window lies inside one UTC hour (nested usage: 10:00-10:15),
+or starts and ends on whole UTC hours (hourly, daily usage). A window such as 10:30-11:30
+crosses an hour boundary from inside an hour: it can equal no hourly or daily cost window and
+nest in none, so no split could use it, and it is refused here rather than by a later run
+(:func:`off_hour_windows`; the Parquet scan applies the same rule in SQL,
+:data:`OFF_HOUR_START_SQL`).
 
 Parquet folders may be hive-partitioned (``date=2026-11-07/part-0.parquet``): the partition
 keys (``date``) are folder names, not metrics, so they are never read as metric columns.
@@ -19,12 +27,13 @@ is the 1-based record number (first record = ``row 1``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from tenantcost.client_id import bad_client_ids, client_id_problem
 from tenantcost.errors import InputError
 from tenantcost.limits import MAX_USAGE_VALUE
 from tenantcost.readers.canonical import (
@@ -42,9 +51,25 @@ from tenantcost.readers.canonical import (
 )
 from tenantcost.readers.costs import expand_paths
 from tenantcost.tables import USAGE_KEY_COLUMNS, empty_usage
+from tenantcost.timefmt import window_text
 
 USAGE_SUFFIXES = (".csv", ".parquet")
 _USAGE_LIMIT = f"{MAX_USAGE_VALUE:.0e}".replace("e+", "e")
+_HOUR_NS = 3_600_000_000_000
+_HOUR_US = 3_600_000_000
+_OFF_HOUR_US = f"(((epoch_us({{0}}) % {_HOUR_US}) + {_HOUR_US}) % {_HOUR_US})"
+_CROSSES_HOUR_SQL = (
+    f"epoch_us(window_end) > epoch_us(window_start) - {_OFF_HOUR_US.format('window_start')} "
+    f"+ {_HOUR_US}"
+)
+OFF_HOUR_START_SQL = f"({_CROSSES_HOUR_SQL}) AND {_OFF_HOUR_US.format('window_start')} <> 0"
+"""DuckDB condition (over ``window_start, window_end`` TIMESTAMPTZ): the window crosses an
+hour boundary and does not start on a whole hour (:func:`off_hour_windows`' first mask)."""
+OFF_HOUR_END_SQL = (
+    f"({_CROSSES_HOUR_SQL}) AND {_OFF_HOUR_US.format('window_start')} = 0 "
+    f"AND {_OFF_HOUR_US.format('window_end')} <> 0"
+)
+"""The same for a window that starts on a whole hour but does not end on one."""
 
 
 def read_usage(paths: Sequence[str | Path], columns: Sequence[str] | None = None) -> pd.DataFrame:
@@ -162,6 +187,8 @@ def _read_usage_file(file: Path, folder: Path | None, wanted: list[str] | None) 
             where=raw.place(position),
             column="window_end",
         )
+    check_usage_keys(out["window_start"], out["window_end"], out["client"],
+                     lambda position: (name, raw.place(position)))  # fmt: skip
     for metric in metrics:
         values = parse_float(cells[metric], raw, metric)
         array = values.to_numpy(dtype="float64")
@@ -185,6 +212,53 @@ def _read_usage_file(file: Path, folder: Path | None, wanted: list[str] | None) 
         out[metric] = values
     out["origin"] = raw.origins()
     return pd.DataFrame(out)
+
+
+def off_hour_windows(start: pd.Series, end: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Two masks of windows that cross a UTC hour boundary without starting and ending on
+    whole hours: those that do not start on a whole hour, and those that start on one but
+    do not end on one (10:30-11:30 is in the first, 10:00-11:30 in the second; 10:15-10:45,
+    10:00-11:00 and a whole day are in neither)."""
+    starts = pd.DatetimeIndex(start).as_unit("ns").asi8
+    ends = pd.DatetimeIndex(end).as_unit("ns").asi8
+    start_off, end_off = np.mod(starts, _HOUR_NS), np.mod(ends, _HOUR_NS)
+    crosses = ends > starts - start_off + _HOUR_NS
+    return crosses & (start_off != 0), crosses & (start_off == 0) & (end_off != 0)
+
+
+def off_hour_problem(start: pd.Timestamp, end: pd.Timestamp) -> str:
+    """The one-line reason a window of :func:`off_hour_windows` is refused."""
+    bound = "window_start" if start != start.floor("h") else "window_end"
+    return (
+        f"usage window {window_text(start, end)} crosses an hour boundary but its {bound} is "
+        "not on a whole hour: a usage window lies inside one UTC hour, or starts and ends on "
+        "whole UTC hours (hourly, daily)"
+    )
+
+
+def check_usage_keys(
+    start: pd.Series,
+    end: pd.Series,
+    client: pd.Series,
+    place: Callable[[int], tuple[str | None, str | None]],
+) -> None:
+    """Refuse the first window that crosses an hour boundary off the hour, then the first
+    client id :mod:`tenantcost.client_id` refuses (whole columns at once); ``place`` names
+    the file and row of a position. Every usage reader calls it (the Parquet scan has the
+    same checks in SQL), so ``allocate``, ``ingest`` and the API refuse the same rows."""
+    off_start, off_end = off_hour_windows(start, end)
+    bad_client = bad_client_ids(client).to_numpy()
+    for mask, column in ((off_start, "window_start"), (off_end, "window_end"),
+                         (bad_client, "client")):  # fmt: skip
+        if not mask.any():
+            continue
+        position = int(np.flatnonzero(mask)[0])
+        if column == "client":
+            problem = client_id_problem(str(client.iloc[position])) or "client id refused"
+        else:
+            problem = off_hour_problem(start.iloc[position], end.iloc[position])
+        file, where = place(position)
+        raise InputError(problem, file=file, where=where, column=column)
 
 
 def usage_limit_problem(cell: str) -> str:

@@ -8,6 +8,10 @@ lock (each waits up to ``ingest_wait`` seconds; none is lost).
 JSON records are validated by the usage reader itself: they are written to a CSV file in a
 temporary folder and read back with :func:`tenantcost.readers.usage.read_usage`, whose errors
 name ``row N`` of that file; the answer (422) names ``records[N-2]`` and the field instead.
+Client ids are checked first, on the parsed JSON strings (:mod:`tenantcost.client_id`): a
+lone surrogate (``"\ud800"``) fits in no Arrow column or UTF-8 file, and an oversized id
+never reaches a frame. A lone surrogate in any other field is 422 naming it too. What ingest
+could not check yet (no rule version stored for those hours) is the answer's ``warnings``.
 
 **Idempotency-Key.** The first answer to a key is stored (table ``idempotency_key``) in the
 batch's own transaction: a retry with the same key and body gets that answer and writes
@@ -149,12 +153,50 @@ def _records_csv(batch: UsageBatch, folder: Path) -> _Upload:
     """The records as a CSV file for the usage reader (columns: the union of the keys)."""
     import pandas as pd
 
-    frame = pd.DataFrame.from_records(batch.records)
-    for column in frame.columns:  # nested values (lists, objects) are not numbers or text
-        frame[column] = frame[column].map(_cell, na_action="ignore")
+    _check_clients(batch.records)
     path = folder / "records.csv"
-    frame.to_csv(path, index=False)
+    try:  # pandas' text columns are Arrow strings: UTF-8, as the file is
+        frame = pd.DataFrame.from_records(batch.records)
+        for column in frame.columns:  # nested values (lists, objects) are not numbers or text
+            frame[column] = frame[column].map(_cell, na_action="ignore")
+        frame.to_csv(path, index=False)
+    except UnicodeEncodeError:
+        raise _not_utf8(batch.records) from None
     return _Upload(path, "records", 2)
+
+
+def _check_clients(records: list[dict[str, Any]]) -> None:
+    """The first record whose ``client`` :mod:`tenantcost.client_id` refuses is 422, checked
+    on the JSON strings themselves, before any frame or file holds them."""
+    import pandas as pd
+
+    from tenantcost.client_id import bad_client_ids, client_id_problem
+
+    clients = pd.Series([r.get("client") for r in records], dtype=object)  # numbers: no check
+    bad = bad_client_ids(clients).to_numpy()
+    if bad.any():
+        index = int(bad.argmax())
+        problem = client_id_problem(str(clients.iloc[index])) or "client id refused"
+        raise Problem(422, f"records[{index}].client: {problem}", record=index, field="client")
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _not_utf8(records: list[dict[str, Any]]) -> Problem:
+    """422 naming the first field (name or text) holding a lone surrogate: the reason a
+    record could not be written as UTF-8 (looked for only once writing failed)."""
+    for index, record in enumerate(records):
+        for name, value in record.items():
+            found = _SURROGATE.search(name) or (
+                _SURROGATE.search(value) if isinstance(value, str) else None
+            )
+            if found is not None:
+                code = f"U+{ord(found.group(0)):04X}"
+                shown = name.encode("utf-8", "backslashreplace").decode("utf-8")  # answerable
+                return Problem(422, f"records[{index}].{shown}: holds a lone surrogate {code} "
+                               "(not valid UTF-8)", record=index, field=shown)  # fmt: skip
+    return Problem(422, "records: text that is not valid UTF-8")
 
 
 def _cell(value: Any) -> Any:
@@ -263,6 +305,7 @@ def _ingested_document(done: Any) -> dict[str, Any]:
         "window_to": iso_z(done.window_to),
         "sha256": done.sha256,
         "unchanged": done.unchanged,
+        "warnings": list(done.warnings),
     }
 
 

@@ -2,7 +2,9 @@
 
 Inputs are read by the same readers as ``allocate`` (:func:`tenantcost.usage_source.open_usage`
 for usage, :func:`tenantcost.readers.costs.read_costs` for costs), so a row ``allocate``
-refuses is refused here with the same one line, before anything is written. A batch then:
+refuses is refused here with the same one line, before anything is written. What a record
+must agree with in the store (stored cost windows, rule versions, months) is checked under
+the lock (:mod:`tenantcost.store.ingest_checks`). A batch then:
 
 1. takes the store's write lock (:func:`tenantcost.store.lock.write_transaction`);
 2. removes files no committed batch names (leftovers of an interrupted batch);
@@ -44,6 +46,12 @@ from tenantcost.readers.costs import read_costs
 from tenantcost.split import connect, quote
 from tenantcost.store.cycle import MonthClosed, refuse_if_closed
 from tenantcost.store.data import DataDir, Store, file_sha256, partition
+from tenantcost.store.ingest_checks import (
+    StoreView,
+    check_key_columns,
+    read_view,
+    refuse_costs_across_months,
+)
 from tenantcost.store.lock import write_transaction
 from tenantcost.store.models import Batch, BatchCell, BatchFile, table, utcnow
 from tenantcost.store.rules import sha256_hex
@@ -82,6 +90,8 @@ class Ingested:
     unchanged: bool = False
     """Nothing written: a ``replace`` batch into a closed month whose rows are exactly those
     its cells already count (``uid`` is then the stored batch that holds them)."""
+    warnings: tuple[str, ...] = ()
+    """One line each: what ingest could not check yet (no rule version in force)."""
 
 
 @dataclass(frozen=True)
@@ -150,14 +160,30 @@ def ingest_usage_source(
                    period.start if period is not None else first,
                    period.end if period is not None else last_end)  # fmt: skip
     if dry_run:
-        _, cells = _usage_days(con, source, days, None)  # validates every day
-        return shape.dry_run(len(cells))
+        with store.engine.connect() as conn:
+            view = _usage_view(conn, source, full.origin, first, last_end)
+        _, cells = _usage_days(con, source, days, None, view)  # validates every day
+        return shape.dry_run(len(cells), view.warnings())
+    notes: list[str] = []
 
     def build(conn: Connection, folder: Path) -> tuple[list[_Part], pd.DataFrame]:
         _check_metrics(conn, store.data, con, source.metrics, full.origin)
-        return _usage_days(con, source, days, folder)
+        view = _usage_view(conn, source, full.origin, first, last_end)
+        built = _usage_days(con, source, days, folder, view)
+        notes.extend(view.warnings())
+        return built
 
-    return _store_batch(store, shape, actor, wait, build, in_transaction)
+    return _store_batch(store, shape, actor, wait, build, in_transaction, warnings=notes)
+
+
+def _usage_view(
+    conn: Connection, source: UsageSource, origin: str, start: pd.Timestamp, end: pd.Timestamp
+) -> StoreView:
+    """What the store holds that the usage must agree with; refuses a batch without a
+    column the stored rules split by."""
+    view = read_view(conn, start, end)
+    check_key_columns(view, source.metrics, origin)
+    return view
 
 
 def ingest_costs(
@@ -196,6 +222,7 @@ def ingest_cost_table(
     costs = select_period(every, period, "costs")
     if costs.empty:
         raise InputError(_nothing("cost", period), file=origin)
+    refuse_costs_across_months(costs)
     shape = _Shape("costs", origin, mode, len(costs), len(every) - len(costs),
                    period.start if period is not None else costs["window_start"].min(),
                    period.end if period is not None else costs["window_end"].max())  # fmt: skip
@@ -221,9 +248,10 @@ class _Shape:
     window_from: pd.Timestamp
     window_to: pd.Timestamp
 
-    def dry_run(self, cells: int) -> Ingested:
+    def dry_run(self, cells: int, warnings: Sequence[str] = ()) -> Ingested:
         return Ingested(self.kind, "", self.mode, self.rows, cells, 0, self.skipped,
-                        self.window_from, self.window_to, "", 0, 0, dry_run=True)  # fmt: skip
+                        self.window_from, self.window_to, "", 0, 0, dry_run=True,
+                        warnings=tuple(warnings))  # fmt: skip
 
     def unchanged(self, uid: str, cells: int, sha256: str) -> Ingested:
         return Ingested(self.kind, uid, self.mode, self.rows, cells, cells, self.skipped,
@@ -238,9 +266,11 @@ def _store_batch(
     wait: float,
     build: Callable[[Connection, Path], tuple[list[_Part], pd.DataFrame]],
     in_transaction: InTransaction | None = None,
+    warnings: Sequence[str] = (),
 ) -> Ingested:
     """Steps 1-4 of the module docstring: lock, clean, write the files ``build`` makes,
-    commit the catalog rows. Any failure removes the batch's files and rolls back."""
+    commit the catalog rows. Any failure removes the batch's files and rolls back.
+    ``warnings`` is read once ``build`` has run (it may add to it)."""
     uid = uuid.uuid4().hex
     with _removed_on_failure(store.data, uid), write_transaction(store.engine, wait) as conn:
         try:
@@ -262,7 +292,8 @@ def _store_batch(
         replaced = _commit(conn, batch, cells, files)
         done = Ingested(shape.kind, uid, shape.mode, shape.rows, len(cells), replaced,
                         shape.skipped, shape.window_from, shape.window_to, batch.sha256,
-                        len(files), cleaned, dry_run=False)  # fmt: skip
+                        len(files), cleaned, dry_run=False,
+                        warnings=tuple(warnings))  # fmt: skip
         if in_transaction is not None:
             in_transaction(conn, done)
     return done
@@ -351,9 +382,11 @@ def _usage_days(
     source: UsageSource,
     days: pd.DatetimeIndex,
     folder: Path | None,
+    view: StoreView,
 ) -> tuple[list[_Part], pd.DataFrame]:
-    """Validate usage one day at a time (as ``allocate`` does per chunk) and, with a
-    ``folder``, write each day's rows in canonical order; returns the parts and the cells."""
+    """Validate usage one day at a time (as ``allocate`` does per chunk, and against what
+    the store holds: ``view``) and, with a ``folder``, write each day's rows in canonical
+    order; returns the parts and the cells."""
     columns = ", ".join(quote(c) for c in [*USAGE_KEY_COLUMNS, *source.metrics])
     order = ", ".join(USAGE_KEY_COLUMNS)
     parts: list[_Part] = []
@@ -362,11 +395,11 @@ def _usage_days(
         rows = source.materialise(con, day, day + DAY)
         if not rows:
             continue
-        cells.append(
-            con.execute(
-                "SELECT DISTINCT window_start, window_end, service AS key FROM chunk_usage"
-            ).df()
-        )
+        day_cells = con.execute(
+            "SELECT DISTINCT window_start, window_end, service AS key FROM chunk_usage"
+        ).df()
+        view.check_chunk(con, source, day_cells)
+        cells.append(day_cells)
         if folder is not None:
             built = folder / f"{day:%Y-%m-%d}.parquet"
             target = str(built).replace("'", "''")
