@@ -86,10 +86,9 @@ def test_a_poisoned_month_is_repaired_through_the_api(served: Served) -> None:
     assert "coarser than cost window" in detail and "\n" not in detail
     assert f"usage batch {served.daily}" in detail
     assert f"`tenantcost batch withdraw {served.daily} --reason TEXT`" in detail
-    posted = served.call("POST", "/api/v1/usage", "ingest", json={"records": hourly_records()})
-    assert posted.status_code == 200 and posted.json()["unchanged"] is False
-    hourly = posted.json()["batch"]
-    assert served.call("POST", close, json={"allow_incomplete": True}).status_code == 422
+    # hourly records of the same hours would count them twice: ingest names the batch
+    overlap = served.call("POST", "/api/v1/usage", "ingest", json={"records": hourly_records()})
+    assert overlap.status_code == 422 and f"stored batch {served.daily}" in overlap.text
     withdraw = f"/api/v1/batches/{served.daily}/withdraw"
     assert served.call("POST", withdraw, json={"reason": ""}).status_code == 422
     nul = served.call("POST", withdraw, json={"reason": "a\u0000b"})  # PostgreSQL: no NUL
@@ -104,6 +103,9 @@ def test_a_poisoned_month_is_repaired_through_the_api(served: Served) -> None:
     unknown = served.call("POST", "/api/v1/batches/0123456789abcdef/withdraw",
                           json={"reason": "x"})  # fmt: skip
     assert unknown.status_code == 404 and "no batch" in unknown.json()["detail"]
+    posted = served.call("POST", "/api/v1/usage", "ingest", json={"records": hourly_records()})
+    assert posted.status_code == 200 and posted.json()["unchanged"] is False
+    hourly = posted.json()["batch"]
     closed = served.call("POST", close, json={"allow_incomplete": True})
     assert closed.status_code == 200 and closed.json()["revision"] == 1, closed.text
     # the month is closed: withdrawing refuses, identical records change nothing

@@ -88,10 +88,12 @@ def test_a_record_a_later_ingest_made_unusable_is_named_then_withdrawn(
     command = f"`tenantcost batch withdraw {daily} --reason TEXT`"
     for args in (("run", "--month", MONTH), ("close", "--month", MONTH, "--allow-incomplete")):
         refused(cli(*args, *db), "coarser than cost window", f"usage batch {daily}", command)
-    hourly = ingest(db, "usage", EXAMPLE / "usage.csv")  # other cells: the day still counts
-    refused(cli("run", "--month", MONTH, *db), f"usage batch {daily}")
+    # hourly usage of the same hours would count them twice: ingest names the batch to withdraw
+    refused(cli("ingest", "usage", "--usage", str(EXAMPLE / "usage.csv"), *db),
+            f"stored batch {daily}", f"`tenantcost batch withdraw {daily}")  # fmt: skip
     out = ok("batch", "withdraw", daily, "--reason", REASON, *db)
     assert out.startswith(f"batch {daily} withdrawn (usage, 6 rows): {MONTH} no longer read it")
+    hourly = ingest(db, "usage", EXAMPLE / "usage.csv")
     files = sorted(p.name for p in Path(db[3]).rglob("*.parquet"))
     assert len(files) == 3 and any(f.startswith(daily) for f in files)  # nothing deleted
     assert clients(db) == allocated()  # the month runs, on the hourly usage
