@@ -24,11 +24,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, HTTPException, Path, Request
 from fastapi.responses import JSONResponse
 
 from tenantcost.service.permissions import Action, Decision, Principal, can
-from tenantcost.service.urls import client_param
+from tenantcost.service.urls import PARAM_DESCRIPTION, client_param
 
 log = logging.getLogger("tenantcost.service.access")
 
@@ -148,7 +148,7 @@ class ClientAccess:
 
 def client_access(
     request: Request,
-    client_id: str,
+    client_id: Annotated[str, Path(description=PARAM_DESCRIPTION)],
     principal: Annotated[Principal | None, Depends(get_principal)],
 ) -> ClientAccess:
     """A dependency for routes under ``/clients/{client_id}``: the one place the id is read

@@ -35,6 +35,11 @@ from urllib.parse import quote, urlencode
 from tenantcost.client_id import client_id_problem
 from tenantcost.service.problems import Problem
 
+PARAM_DESCRIPTION = (
+    "The client id, tilde-encoded: ASCII letters, digits, `-`, `_` and `.` as they are, other "
+    "ASCII characters as `~XX` (`/` is `~2F`, `~` is `~7E`), other characters percent-encoded "
+    "UTF-8 (`%E5%AE%A2`). The client list's links are written so."
+)
 API_CLIENTS = "/api/v1/clients"
 PAGE_CLIENTS = "/clients"
 _KEPT = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.")
@@ -79,7 +84,7 @@ def client_param(segment: str) -> str:
         raise Problem(422, f"client_id: {exc}", field="client_id") from None
     problem = client_id_problem(client)
     if problem is not None:
-        raise Problem(422, f"client_id: {problem}", field="client_id")
+        raise Problem(422, f"client_id: {problem.removeprefix('client id ')}", field="client_id")
     return client
 
 
