@@ -197,8 +197,12 @@ def test_no_generated_request_gets_a_5xx(target: Target) -> None:
     with httpx.Client(base_url=target.service.url, timeout=60) as client:
         for template, methods in target.routes:  # every route gets its share of the examples
 
-            @settings(max_examples=EXAMPLES_PER_ROUTE, deadline=None, database=None,
-                      suppress_health_check=list(HealthCheck))
+            @settings(
+                max_examples=EXAMPLES_PER_ROUTE,
+                deadline=None,
+                database=None,
+                suppress_health_check=list(HealthCheck),
+            )
             @given(garbage_requests(template, methods))  # fmt: skip
             def check(request: dict) -> None:
                 answer = client.request(request["method"], request["url"],

@@ -40,9 +40,9 @@ CLIENT_ROUTES = ("", f"/months/{MONTH}", "/history", f"/months/{MONTH}/sheet.htm
                  f"/months/{MONTH}/sheet.md", f"/months/{MONTH}/sheet.pdf")  # fmt: skip
 DISPOSITIONS = {
     ("team/a", "pdf"): 'attachment; filename="2026-11-team_a.pdf"',
-    ("客户", "pdf"): "attachment; filename=\"2026-11-__.pdf\"; "
+    ("客户", "pdf"): 'attachment; filename="2026-11-__.pdf"; '
     "filename*=UTF-8''2026-11-%E5%AE%A2%E6%88%B7.pdf",
-    ("客户", "html"): "inline; filename=\"2026-11-__.html\"; "
+    ("客户", "html"): 'inline; filename="2026-11-__.html"; '
     "filename*=UTF-8''2026-11-%E5%AE%A2%E6%88%B7.html",
     ("a~b", "md"): "attachment; filename=\"2026-11-a_b.md\"; filename*=UTF-8''2026-11-a~b.md",
 }
