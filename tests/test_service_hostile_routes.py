@@ -174,6 +174,14 @@ def test_deeply_nested_or_undecodable_bodies_are_422_on_every_json_route(served:
             answer = served.post(path, body)
             assert answer.status_code == 422, (path, body[:10], answer.text[:300])
             assert _detail(answer).startswith("body: ") and answer.json()["field"] == "body"
+        if not path.endswith("/usage"):  # FastAPI echoed these bytes in its error: a 500
+            untyped = httpx.post(
+                served.service.url + path,
+                content=b"\x80",
+                timeout=60,
+                headers={"Authorization": f"Bearer {served.tokens['admin']}"},
+            )
+            assert untyped.status_code == 415 and untyped.json()["field"] == "body"
         nested = b'{"reason": ' + b"[" * 500 + b"]" * 500 + b"}"  # readable, but too deep
         answer = served.post(path, nested)
         assert answer.status_code == 422, (path, answer.text[:300])

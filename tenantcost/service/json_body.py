@@ -15,7 +15,8 @@ errors' (``clients[0]``, ``records[3].client``; ``body`` for the body as a whole
   FastAPI parses (their bodies are flat objects; a deep one would also be echoed back in
   FastAPI's validation error, whose encoder recurses);
 * a string (a value or a key) holding NUL or a lone surrogate: no backend can store either
-  (:func:`text_problem`, also used for form fields).
+  (:func:`text_problem`, also used for form fields);
+* for the routes FastAPI parses, a body without a JSON ``Content-Type``: 415.
 
 :class:`JSONBodyRoute` puts this under every route of a router (``APIRouter(route_class=...)``):
 FastAPI then reads bodies through :class:`JSONBodyRequest`.
@@ -114,13 +115,28 @@ class JSONBodyRequest(Request):
         return self._json
 
 
+def is_json(content_type: str | None) -> bool:
+    """``application/json`` or ``application/<something>+json`` (parameters aside)."""
+    main, _, sub = (content_type or "").split(";", 1)[0].strip().lower().partition("/")
+    return main == "application" and (sub == "json" or sub.endswith("+json"))
+
+
 class JSONBodyRoute(APIRoute):
-    """A route whose JSON body is read by :class:`JSONBodyRequest`."""
+    """A route whose JSON body is read by :class:`JSONBodyRequest`.
+
+    A body sent without a JSON ``Content-Type`` is a 415 here: FastAPI would hand its raw
+    bytes to the model, and echo them in its validation error through an encoder that
+    decodes bytes as UTF-8 (``b"\\x80"`` was a 500)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def route_handler(request: Request) -> Response:
-            return await handler(JSONBodyRequest(request.scope, request.receive))
+            strict = JSONBodyRequest(request.scope, request.receive)
+            takes_body = getattr(self, "body_field", None) is not None
+            typed = is_json(strict.headers.get("content-type"))
+            if takes_body and not typed and await strict.body():
+                raise Problem(415, "body: send JSON (Content-Type: application/json)", field="body")
+            return await handler(strict)
 
         return route_handler
