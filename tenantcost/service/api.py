@@ -35,12 +35,14 @@ from tenantcost.service.auth import (
     MayWithdrawBatch,
     not_found,
 )
+from tenantcost.service.json_body import JSONBodyRoute
+from tenantcost.service.params import PageNumber, SearchText
 
 MONTH_PATTERN = r"^\d{4}-(0[1-9]|1[0-2])$"
 Month = Annotated[str, Path(pattern=MONTH_PATTERN, description="A month, YYYY-MM (UTC).")]
 
 health = APIRouter(tags=["health"])
-router = APIRouter(prefix="/api/v1")
+router = APIRouter(prefix="/api/v1", route_class=JSONBodyRoute)
 
 
 class StoreBusy(HTTPException):
@@ -105,8 +107,8 @@ def list_months(request: Request, principal: MayListMonths) -> list[dict[str, An
 def list_clients(
     request: Request,
     principal: MayListClients,
-    q: Annotated[str, Query(max_length=200, description="Part of the id, any case.")] = "",
-    page: Annotated[int, Query(ge=1)] = 1,
+    q: SearchText = "",
+    page: PageNumber = 1,
     per_page: Annotated[int, Query(ge=1, le=figures.MAX_PER_PAGE)] = figures.DEFAULT_PER_PAGE,
 ) -> dict[str, Any]:
     return figures.search_clients(request.app.state.engine, principal, q.strip(), page, per_page)

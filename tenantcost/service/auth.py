@@ -24,10 +24,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, HTTPException, Path, Request
 from fastapi.responses import JSONResponse
 
 from tenantcost.service.permissions import Action, Decision, Principal, can
+from tenantcost.service.urls import PARAM_DESCRIPTION, client_param
 
 log = logging.getLogger("tenantcost.service.access")
 
@@ -147,11 +148,17 @@ class ClientAccess:
 
 def client_access(
     request: Request,
-    client_id: str,
+    client_id: Annotated[str, Path(description=PARAM_DESCRIPTION)],
     principal: Annotated[Principal | None, Depends(get_principal)],
 ) -> ClientAccess:
-    """A dependency for routes under ``/clients/{client_id}``."""
-    return ClientAccess(authorize(request, principal, Action.VIEW_CLIENT, client_id), client_id)
+    """A dependency for routes under ``/clients/{client_id}``: the one place the id is read
+    from its (tilde-encoded) path segment (:func:`tenantcost.service.urls.client_param`).
+
+    401 and 403 come first, saying nothing about the id; a segment that cannot be a client
+    id is then 422, whoever asks; only then is the client's scope checked (404)."""
+    authorize(request, principal, Action.VIEW_CLIENT)
+    client = client_param(client_id)
+    return ClientAccess(authorize(request, principal, Action.VIEW_CLIENT, client), client)
 
 
 def denied_response(exc: Denied) -> JSONResponse:

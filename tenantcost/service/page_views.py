@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 import pandas as pd
 from markupsafe import Markup
@@ -27,16 +27,11 @@ from tenantcost.report.display import (
     key_label,
 )
 from tenantcost.service import page_data
+from tenantcost.service.urls import api_client_path, client_href
 from tenantcost.timefmt import utc
 
 PER_PAGE_CHOICES = (25, 50, 100, 200, 500)
 MONTH_CLIENTS_PER_PAGE = 100
-
-
-def client_href(client: str, month: str | None = None) -> str:
-    """The client page's URL (the id percent-encoded: ids may hold any character)."""
-    base = f"/clients/{quote(client, safe='')}"
-    return f"{base}?{urlencode({'month': month})}" if month else base
 
 
 def _places(currency: str, smallest: Any) -> int:
@@ -189,7 +184,7 @@ def client_view(client: str, rows: pd.DataFrame, month: str | None, drafts: bool
     row = rows[rows["month"] == chosen].iloc[0]
     places = _places(str(row["currency"]), row["smallest"])
     figure = _figure(row, places)
-    base = f"/api/v1/clients/{quote(client, safe='')}/months/{chosen}/sheet"
+    base = api_client_path(client, "months", chosen, "sheet")
     sheet = SheetLinks(f"{base}.html", f"{base}.pdf", f"{base}.md")
     history = [
         HistoryRow(

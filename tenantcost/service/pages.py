@@ -39,6 +39,8 @@ from tenantcost.service.auth import (
     set_session_lookup,
 )
 from tenantcost.service.config import ServiceSettings
+from tenantcost.service.json_body import text_problem
+from tenantcost.service.params import PageNumber, SearchText
 from tenantcost.service.permissions import (
     Action,
     Decision,
@@ -269,8 +271,8 @@ def _scope(principal: Principal) -> page_data.Scope:
 @router.get("/clients", response_class=HTMLResponse)
 def clients_page(
     request: Request,
-    q: str = Query("", max_length=200),
-    page: int = Query(1, ge=1, le=1_000_000),
+    q: SearchText = "",
+    page: PageNumber = 1,
     per_page: int = Query(PER_PAGE, ge=1, le=500),
 ) -> Response:
     """Server-side search over the clients the principal may list, one page at a time."""
@@ -331,7 +333,7 @@ def _month_response(
 def month_page(
     request: Request,
     month: str,
-    page: int = Query(1, ge=1, le=1_000_000),
+    page: PageNumber = 1,
     done: str = Query(""),
 ) -> Response:
     """Finance: the month's cascade, waterfall, idle, clients under each key, close/reopen,
@@ -347,7 +349,7 @@ def _known_month(month: str) -> None:
     """A well-formed month (``YYYY-MM``), else the 404 page."""
     import re
 
-    if not re.match(MONTH_PATTERN, month):
+    if not re.fullmatch(MONTH_PATTERN, month):
         raise not_found()
 
 
@@ -411,6 +413,8 @@ def reopen_month_form(
             status=422,
             error="Give a reason: it is shown on the restated statements.",
         )
+    if (problem := text_problem(reason)) is not None:  # NUL: PostgreSQL cannot store it
+        return _month_response(request, month, status=422, error=f"The reason {problem}.")
     try:
         reopen_month(
             request.app.state.engine,

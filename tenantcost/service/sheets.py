@@ -26,6 +26,7 @@ from fastapi.responses import Response
 from sqlalchemy import Engine
 
 from tenantcost.service.auth import not_found
+from tenantcost.service.downloads import Disposition, content_disposition
 from tenantcost.service.figures import FigureStatus, MonthSource
 from tenantcost.store.data import DataDir
 
@@ -52,12 +53,12 @@ def render_sheet(
         body = _render(engine, source, client, fmt, data)
         if source.status is not FigureStatus.DRAFT:
             _remember(key, body)
-    name = f"{source.month}-{_slug(client)}.{fmt}"
-    disposition = "inline" if fmt == "html" else "attachment"
+    disposition = Disposition.INLINE if fmt == "html" else Disposition.ATTACHMENT
+    name = f"{source.month}-{client}.{fmt}"
     return Response(
         body,
         media_type=MEDIA_TYPES[fmt],
-        headers={"Content-Disposition": f'{disposition}; filename="{name}"'},
+        headers={"Content-Disposition": content_disposition(disposition, name)},
     )
 
 

@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, insert, select, update
 from sqlalchemy.engine import Row
 
+from tenantcost.client_id import client_id_problem
 from tenantcost.errors import InputError
 from tenantcost.service.permissions import Principal, Role
 from tenantcost.store.lock import write_transaction
@@ -32,6 +33,9 @@ TOKEN_PREFIX = "tc_"
 TOKEN_BYTES = 32
 _DURATION = re.compile(r"^\s*(\d+)\s*([hdw])\s*$")
 _UNITS = {"h": "hours", "d": "days", "w": "weeks"}
+_HOURS = {"h": 1, "d": 24, "w": 24 * 7}
+MAX_EXPIRES_DAYS = 36_500
+"""The longest ``--expires``: 100 years (a longer one would overflow the dates it writes)."""
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,99}$")
 
 
@@ -85,11 +89,18 @@ def hash_token(secret: str) -> str:
 
 
 def parse_duration(text: str) -> timedelta:
-    """``90d``, ``12h``, ``2w`` → a positive duration (``--expires``)."""
+    """``90d``, ``12h``, ``2w`` → a positive duration (``--expires``), at most
+    :data:`MAX_EXPIRES_DAYS` days: ``99999999999d`` is refused, not an ``OverflowError``."""
     match = _DURATION.match(text)
-    if not match or int(match.group(1)) == 0:
+    digits = match.group(1).lstrip("0") if match else ""
+    if not match or not digits:
         raise InputError(f"--expires: expected a duration such as 90d, 12h or 2w, got '{text}'")
-    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    unit = match.group(2)
+    if len(digits) > 9 or int(digits) * _HOURS[unit] > MAX_EXPIRES_DAYS * 24:
+        raise InputError(
+            f"--expires: at most {MAX_EXPIRES_DAYS}d (100 years), got '{text.strip()}'"
+        )
+    return timedelta(**{_UNITS[unit]: int(digits)})
 
 
 def check_role(role: str) -> Role:
@@ -101,7 +112,7 @@ def check_role(role: str) -> Role:
 
 
 def _check_request(role: Role, clients: list[str], name: str | None) -> None:
-    if name is not None and not _NAME.match(name):
+    if name is not None and not _NAME.fullmatch(name):
         raise InputError(
             f"--name: '{name}' is not a token name (letters, digits, '.', '_', '@', '-'; "
             "at most 100 characters)"
@@ -115,6 +126,10 @@ def _check_request(role: Role, clients: list[str], name: str | None) -> None:
         )
     if any(not c.strip() for c in clients):
         raise InputError("--client: a client id is not empty")
+    for client in clients:
+        problem = client_id_problem(client)
+        if problem is not None:
+            raise InputError(f"--client: {problem}")
 
 
 def create_token(
@@ -184,7 +199,9 @@ def revoke_token(engine: Engine, name: str, *, actor: str, wait: float = 0.0) ->
     """Revoke ``name`` now; every later request with it is 401 (sessions included)."""
     t = table(Token).c
     with write_transaction(engine, wait) as conn:
-        row = conn.execute(select(table(Token)).where(t.name == name)).first()
+        # No token name holds NUL, and PostgreSQL refuses it in a query: not looked up.
+        found = select(table(Token)).where(t.name == name)
+        row = conn.execute(found).first() if "\x00" not in name else None
         if row is None:
             known = [i.name for i in list_tokens(conn)]
             from tenantcost.suggest import did_you_mean

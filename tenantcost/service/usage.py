@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import Connection, insert, select
 
 from tenantcost.errors import InputError
+from tenantcost.service import json_body
 from tenantcost.service.auth import MayIngest
 from tenantcost.service.permissions import Principal
 from tenantcost.service.problems import Problem
@@ -329,10 +330,7 @@ def _too_large(count: int, limit: int) -> HTTPException:
 
 
 def _parse_batch(raw: bytes, limit: int) -> UsageBatch:
-    try:
-        document = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise HTTPException(422, f"the body is not JSON: {exc}") from None
+    document = json_body.loads(raw)  # 422 for bytes that are no JSON document
     records = document.get("records") if isinstance(document, dict) else None
     if isinstance(records, list) and len(records) > limit:
         raise _too_large(len(records), limit)

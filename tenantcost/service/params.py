@@ -1,0 +1,37 @@
+"""Query parameters the API and the pages share, bounded where they enter.
+
+* ``page``: at most :data:`MAX_PAGE`. ``?page=99999999999999999999`` reached SQLite as an
+  ``OFFSET`` past its 64-bit integers (a 500); no search has a millionth page.
+* ``q`` (the client search): part of a client id, so a character no client id may hold (a
+  control character such as NUL, which PostgreSQL refuses in a query) is a 422 naming ``q``
+  rather than a search that can match nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Query
+from pydantic import AfterValidator
+
+from tenantcost.client_id import client_id_problem
+
+MAX_PAGE = 1_000_000
+"""The last page number a paged list accepts."""
+MAX_SEARCH = 200
+"""Characters of a client search at most."""
+
+
+def _search_text(q: str) -> str:
+    problem = client_id_problem(q)
+    if problem is not None:
+        raise ValueError(f"q: no client can match: {problem.removeprefix('client id ')}")
+    return q
+
+
+SearchText = Annotated[
+    str,
+    Query(max_length=MAX_SEARCH, description="Part of the id, any case."),
+    AfterValidator(_search_text),
+]
+PageNumber = Annotated[int, Query(ge=1, le=MAX_PAGE)]
