@@ -63,7 +63,7 @@ def spans(text: str, ids: set[str]) -> list[tuple[int, int, str | None]]:
     out = []
     for run in runs:
         owner = None
-        for s, e, i in run:
+        for _, _, i in run:
             own = [(a, b) for a, b, j in run if j == i and folds[fold(j)] == {j}]
             if own and all(any(a <= x and y <= b for a, b in own) for x, y, _ in run):
                 owner = i

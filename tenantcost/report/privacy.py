@@ -263,15 +263,20 @@ class Redaction:
         :data:`REDACTED` (touching ones by one)."""
         if me and me not in self._known:  # the reader's own id would change the spans
             return Redaction(self._known | {me}).reader(me)
-        if not self._known - {me}:  # nobody else to redact
+        if len(self._known) == (me in self._known):  # nobody else to redact
             return lambda text: text
 
+        cache, scan = self._spans, self.spans  # a sheet calls this for each of its texts
+
         def redact(text: str) -> str:
-            if not text:
+            spans = cache.get(text)
+            if spans is None:
+                spans = scan(text)
+            if not spans:
                 return text
             parts: list[str] = []
             last = 0
-            for start, end, owner in self.spans(text):
+            for start, end, owner in spans:
                 if owner != me:
                     if start > last or not parts:
                         parts += [text[last:start], REDACTED]
