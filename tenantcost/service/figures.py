@@ -271,6 +271,7 @@ def client_month(
     engine: Engine, principal: Principal, client: str, month: str, *, with_lines: bool = True
 ) -> dict[str, Any] | None:
     """``GET /api/v1/clients/{id}/months/{M}``, or None when there is no such figure."""
+    redact = reader_text(engine, principal, client)  # before: one connection at a time
     with engine.connect() as conn:
         source = month_source(conn, principal, month)
         if source is None:
@@ -284,7 +285,6 @@ def client_month(
         statement = _statement(conn, client, month, source.revision)
         if amount is None and statement is None:
             return None
-        redact = reader_text(engine, principal, client)
         doc = _month_header(client, source, run, statement, amount)
         doc |= shown_fields(redact, principal, source.reason, source.client_reason,
                             source.issued_by, doc["rule_ids"])  # fmt: skip
