@@ -194,10 +194,6 @@ class Redaction:
         self._short_re = re.compile(f"(?=({_trie(self._short, True)}))") if self._short else None
         self._spans: dict[str, list[Span]] = {}
 
-    @property
-    def known(self) -> frozenset[str]:
-        return self._known
-
     def spans(self, text: str) -> list[Span]:
         """The spans of ``text`` (see the module's rule), in order; cached per text."""
         found = self._spans.get(text)
