@@ -164,9 +164,10 @@ def test_finance_closes_reopens_with_a_reason_and_closes_again(browser, open_sto
     assert page.locator("#revision").inner_text() == "1"
     assert page.locator("#state").inner_text().lower() == "closed"
 
-    page.get_by_label("Reason (shown on the restated sheets)").fill(
+    page.get_by_label("Reason (finance and admin only)").fill(
         "client-b's API requests were under-counted"
     )
+    page.get_by_label("Reason for clients").fill("API requests were corrected")
     page.get_by_role("button", name=f"Reopen {MONTH}").click()
     page.wait_for_url("**?done=reopened")
     assert page.locator("#state").inner_text().lower() == "open"
@@ -186,6 +187,7 @@ def test_finance_closes_reopens_with_a_reason_and_closes_again(browser, open_sto
     assert page.locator("#status").inner_text().lower() == "restated"
     assert page.locator("#revision").inner_text() == "2"
     assert page.locator("#reason").inner_text() == "client-b's API requests were under-counted"
+    assert page.locator("#clients-read").inner_text() == "API requests were corrected"
     notice = page.locator(".notice", has_text="Restated: revision 2").inner_text()
     assert "replaces revision 1" in notice and "under-counted" in notice
     assert errors == [], errors

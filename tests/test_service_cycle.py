@@ -1,6 +1,7 @@
 """The monthly cycle through the API (real server, SQLite and PostgreSQL): finance reopens
 with a reason, corrects usage, sees the draft; the account manager keeps seeing the issued
-revision until finance closes again, then sees revision 2, restated, with its reason."""
+revision until finance closes again, then sees revision 2, restated, with the reason written
+for clients (finance alone reads the internal one)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from .service_server import MONTH, create_token, example_store, running_service, tenantcost
 
 REASON = "client-a's api requests were counted twice"
+CLIENT_REASON = "Your API requests were counted twice; client-b's were not"
 
 
 def corrected_api_usage() -> list[dict[str, object]]:
@@ -44,7 +46,7 @@ def test_reopen_correct_close_through_the_api(
         month_of_a = f"{api}/clients/client-a/months/{MONTH}"
 
         def seen(headers: dict[str, str]) -> dict[str, object]:
-            answer = httpx.get(month_of_a, headers=headers)
+            answer = httpx.get(month_of_a, headers=headers, timeout=60)  # a draft: figures computed
             assert answer.status_code == 200, answer.text
             return dict(answer.json())
 
@@ -52,8 +54,9 @@ def test_reopen_correct_close_through_the_api(
         no_reason = httpx.post(f"{api}/months/{MONTH}/reopen", headers=finance, json={})
         assert no_reason.status_code == 422
         reopened = httpx.post(f"{api}/months/{MONTH}/reopen", headers=finance,
-                              json={"reason": REASON})  # fmt: skip
+                              json={"reason": REASON, "client_reason": CLIENT_REASON})  # fmt: skip
         assert reopened.status_code == 200 and reopened.json()["revision"] == 1
+        assert reopened.json()["client_reason"] == CLIENT_REASON
         assert reopened.json()["actor"] == "token:fin"
         fixed = httpx.post(f"{api}/usage", headers=finance,
                            json={"mode": "replace", "records": corrected_api_usage()})  # fmt: skip
@@ -77,9 +80,12 @@ def test_reopen_correct_close_through_the_api(
         assert restated["status"] == "restated" and restated["revision"] == 2
         assert restated["amount"] == draft["amount"] and restated["previous_amount"] == 123458
         assert restated["difference"] == draft["amount"] - 123458  # type: ignore[operator]
-        assert restated["reason"] == REASON
+        told = "Your API requests were counted twice; [another client]'s were not"
+        assert restated["reason"] == told and "client_reason" not in restated
+        internal = seen(finance)
+        assert internal["reason"] == REASON and internal["client_reason"] == CLIENT_REASON
         history = httpx.get(f"{api}/clients/client-a/history", headers=manager).json()
-        assert [(h["revision"], h["status"]) for h in history] == [(1, "superseded"),
-                                                                    (2, "issued")]  # fmt: skip
+        assert [(h["revision"], h["status"], h["reason"]) for h in history] == [
+            (1, "superseded", None), (2, "issued", told)]  # fmt: skip
         again = httpx.post(f"{api}/months/{MONTH}/close", headers=finance, json={})
         assert again.status_code == 409 and "already closed" in again.json()["detail"]

@@ -312,7 +312,8 @@ def test_close_and_reopen_through_the_forms(open_month: Served):
     empty = finance.post(f"/months/{MONTH}/reopen", data={"csrf_token": csrf, "reason": "  "})
     assert empty.status_code == 422 and 'id="state">closed<' in empty.text
     reopened = finance.post(f"/months/{MONTH}/reopen",
-                            data={"csrf_token": csrf, "reason": "usage corrected"})  # fmt: skip
+                            data={"csrf_token": csrf, "reason": "usage corrected",
+                                  "client_reason": "your usage was corrected"})  # fmt: skip
     assert reopened.status_code == 303
     page = finance.get(reopened.headers["location"])
     assert "Reopened" in page.text and 'id="state">open<' in page.text
@@ -324,15 +325,17 @@ def test_close_and_reopen_through_the_forms(open_month: Served):
     try:
         with engine.connect() as connection:
             s = table(Statement).c
-            rows = connection.execute(select(s.client, s.revision, s.reason)
+            rows = connection.execute(select(s.client, s.revision, s.reason, s.client_reason)
                                       .where(s.revision == 2)).all()  # fmt: skip
     finally:
         engine.dispose()
     assert sorted(r.client for r in rows) == ["client-a", "client-b", "client-c"]
-    assert {r.reason for r in rows} == {"usage corrected"}
+    assert {(r.reason, r.client_reason) for r in rows} == {
+        ("usage corrected", "your usage was corrected")}  # fmt: skip
     client = finance.get("/clients/client-b")
     assert 'id="status">restated<' in client.text and 'id="revision">2<' in client.text
     assert 'id="reason">usage corrected<' in client.text
+    assert 'id="clients-read">your usage was corrected<' in client.text
 
 
 def test_the_demo_ships_the_bundled_example_byte_for_byte():

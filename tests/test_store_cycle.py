@@ -504,3 +504,54 @@ def test_a_revision_covers_every_client_and_its_differences_add_up(new: dict, ol
     assert {c: (None if pd.isna(v) else int(v)) for c, v in previous.items()} == {
         c: old.get(c) for c in rows["client"]}  # fmt: skip
     assert int(rows["difference"].sum()) == sum(new.values()) - sum(old.values())
+
+
+def _cpu_ticks(pid: int) -> int:
+    """User + system CPU time of a process so far, in clock ticks (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def _wait_until_blocked(procs: list[subprocess.Popen[str]], timeout: float = 90) -> None:
+    """Until every process has used (almost) no CPU for a second: each is waiting for the
+    store's lock (SQLite sleeps in its busy handler, PostgreSQL polls every 0.1 s)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    before = [_cpu_ticks(p.pid) for p in procs]
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        now = [_cpu_ticks(p.pid) for p in procs]
+        if all(n - b <= 3 for n, b in zip(now, before, strict=True)):
+            return
+        before = now
+    raise AssertionError("the closes never waited for the lock")
+
+
+def test_two_closes_racing_issue_once_and_the_other_says_who_closed(
+    store_url: str, tmp_path: Path
+):
+    """Both closes start while the month is open and wait for the lock held by a third
+    process, then race to record their runs and issue. One revision is issued; the other
+    close says the month was closed by another process meanwhile (exit 2: it issued
+    nothing), never that the inputs changed."""
+    data = str(tmp_path / "data")
+    db = example_store(store_url, data)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    close = [sys.executable, "-m", "tenantcost", "close", "--month", MONTH, "--allow-incomplete",
+             *db, "--wait", "120"]  # fmt: skip
+    with lock_held(store_url):
+        procs = [subprocess.Popen(close, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True, env=env) for _ in range(2)]  # fmt: skip
+        _wait_until_blocked(procs)
+    outputs = [p.communicate(timeout=180) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 2], outputs
+    loser = next(err for p, (_, err) in zip(procs, outputs, strict=True) if p.returncode == 2)
+    assert loser.startswith(f"error: {MONTH} was closed by another process (revision 1 issued ")
+    assert "this close issued nothing" in loser and "\n" not in loser.strip()
+    assert "changed while closing" not in loser and "Traceback" not in loser
+    engine = engine_for(store_url)
+    assert rows(engine, MonthEvent)["revision"].tolist() == [1]
+    assert set(rows(engine, Statement)["revision"]) == {1}
+    engine.dispose()

@@ -39,6 +39,7 @@ EXAMPLE = ROOT / "examples" / "saas-three-clients"
 RULES = EXAMPLE / "rules.yaml"
 AT = "2026-12-01T00:00:00Z"
 REASON = "client-b's api requests were under-counted by the gateway (ticket 42)"
+CLIENT_REASON = "client-b's api requests were under-counted"
 runner = CliRunner()
 
 
@@ -206,7 +207,7 @@ def close_correct_close(url: str, tmp_path: Path) -> list[str]:
     fixed.write_text(usage.replace("client-b,1710,", "client-b,3420,"))
     refused = cli("ingest", "usage", "--usage", fixed, *db)
     one_line_refusal(refused, "reopen")
-    ok("reopen", "--month", "2026-11", "--reason", REASON, *db)
+    ok("reopen", "--month", "2026-11", "--reason", REASON, "--client-reason", CLIENT_REASON, *db)
     ok("ingest", "usage", "--usage", fixed, *db)
     ok("close", "--month", "2026-11", "--allow-incomplete", *db)
     return db
@@ -229,7 +230,8 @@ def test_revision_1_renders_byte_identical_after_a_correction_and_revision_2_is_
     ok(*render[:-1], tmp_path / "latest")  # the latest issued revision: 2
     b = (tmp_path / "latest" / "clients" / "client-b.md").read_text()
     assert "> **Restated statement: revision 2 of 2026-11**" in b
-    assert f"The month was reopened for this reason: {REASON}." in b
+    assert f"The month was reopened for this reason: {CLIENT_REASON}." in b
+    assert "ticket 42" not in b  # the internal reason is finance's
     assert "Your amount changed by +0.0029." in b
     assert "> | Revision 1 (as issued before) | 0.0772 |" in b
     assert "> | Revision 2 (this statement) | 0.0801 |" in b
@@ -246,6 +248,7 @@ def test_revision_1_renders_byte_identical_after_a_correction_and_revision_2_is_
     assert "client-b" not in a
     assert "> | Difference | -0.0029 |" in a and "| **Total** | **0.1205 USD** |" in a
     summary = (tmp_path / "latest" / "finance-summary.md").read_text()
+    assert f"reopened for this reason: {REASON}." in summary and CLIENT_REASON in summary
     assert "> | Client | Revision 1 | Revision 2 | Difference |" in summary
     assert "> | client-b | 0.0772 | 0.0801 | +0.0029 |" in summary
     assert "> | client-a | 0.1235 | 0.1205 | -0.0029 |" in summary

@@ -45,7 +45,7 @@ LATER = REPORT_TABLES | SERVICE_TABLES | WEB_TABLES | CATALOG_TABLES | WITHDRAW_
 TABLES = {"store_meta", "rule_file", "rule_version", "batch", "batch_cell", "batch_file",
           *RUN_TABLES, *CYCLE_TABLES, *SERVICE_TABLES, *REPORT_TABLES, *WEB_TABLES,
           *CATALOG_TABLES, *WITHDRAW_TABLES}  # fmt: skip
-HEAD = "0011"
+HEAD = "0012"
 BATCH_TABLES = {"batch", "batch_cell", "batch_file"}
 runner = CliRunner()
 
@@ -75,7 +75,7 @@ def assert_one_line_refusal(result, *fragments: str) -> str:
 
 def test_the_migrations_form_one_chain_ending_at_head():
     assert known_revisions() == {"0001", "0002", "0003", "0004", "0005", "0006", "0007",
-                                 "0008", "0009", "0010", "0011"}  # fmt: skip
+                                 "0008", "0009", "0010", "0011", "0012"}  # fmt: skip
     assert head_revision() == HEAD
 
 
@@ -88,6 +88,12 @@ def test_upgrade_from_empty_then_down_to_base_and_up_again(store_url: str):
     assert "rule_id" in {c["name"] for c in inspect(engine).get_columns("run_line")}
     run_line_indexes = {i["name"] for i in inspect(engine).get_indexes("run_line")}
     assert "ix_run_line_run_id_client" in run_line_indexes
+    for name in ("month_event", "statement"):
+        assert "client_reason" in {c["name"] for c in inspect(engine).get_columns(name)}
+    downgrade(engine, "0011")
+    assert current_revision(engine) == "0011" and tables(engine) == TABLES
+    for name in ("month_event", "statement"):
+        assert "client_reason" not in {c["name"] for c in inspect(engine).get_columns(name)}
     downgrade(engine, "0010")
     at_0010 = TABLES - WITHDRAW_TABLES
     assert current_revision(engine) == "0010" and tables(engine) == at_0010

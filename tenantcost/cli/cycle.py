@@ -130,6 +130,7 @@ def close_command(
 
 
 def _print_closed(closed: Closed) -> None:
+    from tenantcost.report.privacy import RESTATED_NOTE
     from tenantcost.writers.text import money, render_table
 
     rows = closed.statements
@@ -147,6 +148,7 @@ def _print_closed(closed: Closed) -> None:
         typer.echo(f"incomplete: {closed.detail}")
     if closed.reason:
         typer.echo(f"reason: {closed.reason}")
+        typer.echo(f"clients read: {closed.client_reason or RESTATED_NOTE}")
 
 
 @_register(app, "reopen")
@@ -156,7 +158,18 @@ def reopen_command(
         str | None,
         typer.Option(
             "--reason",
-            help="Why (required, non-empty): recorded, and carried by the next revision.",
+            help="Why (required, non-empty): recorded, and carried by the next revision; "
+            "shown to finance and admin only.",
+            show_default=False,
+        ),
+    ] = None,
+    client_reason: Annotated[
+        str | None,
+        typer.Option(
+            "--client-reason",
+            help="What account managers and client sheets say instead of --reason (each "
+            "client's reader gets it with other clients' names redacted); default: \"restated "
+            'by finance".',
             show_default=False,
         ),
     ] = None,
@@ -166,7 +179,8 @@ def reopen_command(
     wait: WaitOpt = 0.0,
 ) -> None:
     """Unlock a closed month for corrections; the next `close` issues revision N+1 with this
-    reason, and revision N stays exactly as issued."""
+    reason, and revision N stays exactly as issued. The reason is for finance: clients'
+    readers see --client-reason (redacted) or "restated by finance"."""
     from tenantcost.errors import InputError
     from tenantcost.store.actor import os_actor
     from tenantcost.store.cycle import reopen_month
@@ -179,7 +193,8 @@ def reopen_command(
                          "next revision's statements)")  # fmt: skip
     resolved = resolve_settings(db, data, settings)
     with current_store(resolved) as engine:
-        done = reopen_month(engine, month, reason=reason, actor=os_actor(), wait=wait)
+        done = reopen_month(engine, month, reason=reason, actor=os_actor(), wait=wait,
+                            client_reason=client_reason)  # fmt: skip
     typer.echo(f"{done.month} reopened after revision {done.revision}: ingest the corrections, "
                f"then `tenantcost close --month {done.month}` issues revision "
                f"{done.revision + 1}")  # fmt: skip

@@ -3,10 +3,13 @@
 Revision 1 of a month is the statement as first issued: its sheet is the sheet ``report``
 renders from the files, nothing added. A later revision replaces an issued one after the
 month was reopened and corrected; a client comparing it with the one it already holds must
-read, on the sheet itself, that it is a restatement, why (the reopen's reason), its amount
-before and now, and the difference. A draft (a run not issued) says so, so it is never sent
-as a statement by mistake. The reason is free text typed by a person: it passes the sheet's
-redactor like every other text.
+read, on the sheet itself, that it is a restatement, why, its amount before and now, and the
+difference. A draft (a run not issued) says so, so it is never sent as a statement by
+mistake. Why: the reopen's reason is written for finance and may hold other clients' names
+and figures that no redaction recognises, so a client's sheet gives the reason finance wrote
+for clients (``reopen --client-reason``), through the sheet's redactor like every other text,
+or the fixed note "restated by finance" (:func:`tenantcost.report.privacy.client_note`). The
+finance summary gives both.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from tenantcost.report.display import format_amount
+from tenantcost.report.privacy import RESTATED_NOTE, client_note
 
 
 class StatementKind(StrEnum):
@@ -49,10 +53,13 @@ class StatementNote:
     revision: int
     """The revision rendered (restated), or the latest issued one (draft; 0 if none)."""
     reason: str = ""
+    """The reopen's reason: finance's only (the summary), never on a client's sheet."""
     issued_at: str = ""
     incomplete: str = ""
     """What the month lacked when this revision was issued (``close --allow-incomplete``)."""
     clients: dict[str, ClientRestatement] = field(default_factory=dict)
+    client_reason: str = ""
+    """What clients read instead of ``reason`` (empty: :data:`RESTATED_NOTE`)."""
 
 
 @dataclass(frozen=True)
@@ -139,9 +146,10 @@ def statement_view(
     return StatementView(
         kind=str(note.kind),
         title=f"Restated statement: revision {note.revision} of {note.month}",
-        text=redact(
+        text=(
             f"This statement replaces revision {note.revision - 1}, which stays on record as "
-            f"issued. The month was reopened for this reason: {note.reason or '(none given)'}. "
+            "issued. The month was reopened for this reason: "
+            f"{client_note(note.client_reason, redact)}. "
             f"Revision {note.revision} was issued at {note.issued_at}. {change}" + _incomplete(note)
         ),
         rows=rows,
@@ -151,7 +159,8 @@ def statement_view(
 @dataclass(frozen=True)
 class SummaryStatement:
     """The finance summary's statement block: every client's amounts at the previous and at
-    this revision (finance sees every client; the reason is not redacted here)."""
+    this revision (finance sees every client; the reason is not redacted here, and what the
+    clients' sheets say instead follows it)."""
 
     kind: str
     title: str
@@ -171,6 +180,7 @@ def summary_statement(note: StatementNote | None, places: int) -> SummaryStateme
     text = (
         f"This statement replaces revision {note.revision - 1}, which stays on record as "
         f"issued. The month was reopened for this reason: {note.reason or '(none given)'}. "
+        f"The clients' sheets say instead: {note.client_reason or RESTATED_NOTE}. "
         f"Revision {note.revision} was issued at {note.issued_at}." + _incomplete(note)
     )
     columns = [f"Revision {note.revision - 1}", f"Revision {note.revision}", "Difference"]

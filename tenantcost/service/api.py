@@ -148,10 +148,8 @@ def get_client_month(request: Request, month: Month, access: ClientAccessDep) ->
     summary="Issued revisions of a client's statements (like `tenantcost history`)",
 )
 def get_client_history(request: Request, access: ClientAccessDep) -> list[dict[str, Any]]:
-    from tenantcost.store.history import history, history_document
-
     engine = request.app.state.engine
-    entries = history_document(history(engine, client=access.client))
+    entries = figures.client_history(engine, access.principal, access.client)
     if not entries and not figures.client_months(engine, access.principal, access.client):
         raise not_found()
     return entries
@@ -243,7 +241,17 @@ class CloseRequest(BaseModel):
 
 
 class ReopenRequest(BaseModel):
-    reason: str = Field(min_length=1, max_length=2000, description="Why (goes on revision N+1).")
+    reason: str = Field(
+        min_length=1,
+        max_length=2000,
+        description="Why (goes on revision N+1); shown to finance and admin only.",
+    )
+    client_reason: str | None = Field(
+        default=None,
+        max_length=2000,
+        description="What account managers and client sheets read instead of `reason`, "
+        'redacted for each client (default: "restated by finance").',
+    )
 
 
 def _store(request: Request) -> Any:
@@ -279,6 +287,7 @@ def post_close(
         "incomplete": closed.incomplete,
         "detail": closed.detail,
         "reason": closed.reason,
+        "client_reason": closed.client_reason,
         "issued_at": figures.iso(closed.issued_at),
         "statements": len(closed.statements),
     }
@@ -301,11 +310,13 @@ def post_reopen(
             reason=body.reason,
             actor=principal.actor,
             wait=settings.ingest_wait,
+            client_reason=body.client_reason,
         )
     return {
         "month": done.month,
         "revision": done.revision,
         "reason": done.reason,
+        "client_reason": done.client_reason,
         "at": figures.iso(done.at),
         "actor": done.actor,
     }

@@ -11,11 +11,17 @@ Which figure a client's month shows (:func:`month_source`):
 * the month's latest run when the viewer sees drafts, the month is open (never closed, or
   reopened) and that run is not the one issued last: status ``draft``;
 * else the latest issued revision: ``issued`` at revision 1, ``restated`` after a reopen.
+
+Free text reaches a client-scoped principal through the one redaction of
+:mod:`tenantcost.report.privacy` (:func:`reader_text`): rule ids, line sources and keys, the
+actor, and of a restatement's reason only what clients read
+(:func:`~tenantcost.service.permissions.sees_internal_reasons`; :func:`shown_fields`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -24,7 +30,14 @@ from typing import Any
 from sqlalchemy import Engine, Select, exists, func, select, union
 from sqlalchemy.engine import Connection
 
-from tenantcost.service.permissions import Principal, client_scope, sees_drafts
+from tenantcost.report.privacy import client_note
+from tenantcost.service.permissions import (
+    Principal,
+    client_scope,
+    month_fields,
+    sees_drafts,
+    sees_internal_reasons,
+)
 from tenantcost.store.models import (
     MonthEvent,
     Run,
@@ -62,6 +75,7 @@ class MonthSource:
     issued_at: datetime | None = None
     issued_by: str | None = None
     reason: str | None = None
+    client_reason: str | None = None
 
 
 def iso(value: datetime | None) -> str | None:
@@ -101,18 +115,86 @@ def month_source(bind: Connection | Engine, principal: Principal, month: str) ->
         issued.issued_at,
         issued.issued_by,
         issued.reason,
+        issued.client_reason,
     )
 
 
 def months_document(engine: Engine, principal: Principal) -> list[dict[str, Any]]:
-    """``GET /api/v1/months``: ``tenantcost status`` per month; account managers see only
-    months with an issued revision."""
+    """``GET /api/v1/months``: ``tenantcost status`` per month. A client-scoped principal
+    gets only the months in which its clients have statements, and only
+    :func:`~tenantcost.service.permissions.month_fields` of each."""
+    from tenantcost.store.cycle import issued_revision, month_state
     from tenantcost.store.status import month_status
 
-    months = month_status(engine)
-    if not sees_drafts(principal):
-        months = [m for m in months if m["revisions"] > 0]
-    return months
+    scope, fields = client_scope(principal), month_fields(principal)
+    if scope is None:
+        months = month_status(engine)
+        return months if sees_drafts(principal) else [m for m in months if m["revisions"] > 0]
+    s = table(Statement).c
+    query = select(s.month).where(s.client.in_(sorted(scope))).distinct().order_by(s.month)
+    with engine.connect() as conn:
+        rows = [
+            {
+                "month": str(m),
+                "state": str(month_state(conn, m)),
+                "revisions": issued_revision(conn, m),
+            }
+            for m in conn.execute(query).scalars().all()
+        ]  # fmt: skip  (the months of its clients: a handful)
+    return [{f: row[f] for f in fields or row} for row in rows]
+
+
+def reader_text(engine: Engine, principal: Principal, client: str) -> Callable[[str], str]:
+    """How free text about ``client`` (rule ids, source names, actors, reasons) reaches
+    ``principal``: as written when it sees every client; else through the store's redaction
+    for ``client`` (:func:`tenantcost.service.redaction.store_redaction`), the rule every
+    client-facing surface uses."""
+    if client_scope(principal) is None:
+        return _as_written
+    from tenantcost.service.redaction import store_redaction
+
+    return store_redaction(engine).reader(client)
+
+
+def _as_written(text: str) -> str:
+    return text
+
+
+def shown_fields(
+    redact: Callable[[str], str],
+    principal: Principal,
+    reason: str | None,
+    client_reason: Any,
+    issued_by: str | None,
+    rule_ids: list[str],
+) -> dict[str, Any]:
+    """A statement's free text as ``principal`` may read it (``redact``: :func:`reader_text`).
+    ``reason``: finance and admin get the reopen's reason and ``client_reason`` (what clients
+    read); anyone else only what clients read (:func:`client_note`: the reason for clients,
+    redacted, or "restated by finance"), never the internal one. ``None`` where nothing was
+    restated (no reopen: ``reason`` is ``None``)."""
+    told = client_reason if isinstance(client_reason, str) else None
+    fields: dict[str, Any] = {
+        "reason": reason if reason is None else client_note(told, redact),
+        "rule_ids": [redact(r) for r in rule_ids],
+        "issued_by": issued_by if issued_by is None else redact(issued_by),
+    }
+    if sees_internal_reasons(principal):
+        fields |= {"reason": reason, "client_reason": told}
+    return fields
+
+
+def client_history(engine: Engine, principal: Principal, client: str) -> list[dict[str, Any]]:
+    """``GET /api/v1/clients/{id}/history``: ``history --format json`` of the client, its
+    free text as the principal may read it (:func:`shown_fields`)."""
+    from tenantcost.store.history import history
+
+    redact = reader_text(engine, principal, client)
+    return [
+        e.document()
+        | shown_fields(redact, principal, e.reason, e.client_reason, e.issued_by, e.rule_ids)
+        for e in history(engine, client=client)
+    ]  # one client's revisions: a handful
 
 
 def _client_names(principal: Principal) -> Select[Any]:
@@ -189,6 +271,7 @@ def client_month(
     engine: Engine, principal: Principal, client: str, month: str, *, with_lines: bool = True
 ) -> dict[str, Any] | None:
     """``GET /api/v1/clients/{id}/months/{M}``, or None when there is no such figure."""
+    redact = reader_text(engine, principal, client)  # before: one connection at a time
     with engine.connect() as conn:
         source = month_source(conn, principal, month)
         if source is None:
@@ -203,8 +286,10 @@ def client_month(
         if amount is None and statement is None:
             return None
         doc = _month_header(client, source, run, statement, amount)
+        doc |= shown_fields(redact, principal, source.reason, source.client_reason,
+                            source.issued_by, doc["rule_ids"])  # fmt: skip
         if with_lines:
-            doc["lines"] = _lines(conn, source.run_id, client, principal)
+            doc["lines"] = _lines(conn, source.run_id, client, principal, redact)
     return doc
 
 
@@ -246,7 +331,7 @@ def _month_header(
 
 
 def _lines(
-    conn: Connection, run_id: str, client: str, principal: Principal
+    conn: Connection, run_id: str, client: str, principal: Principal, redact: Callable[[str], str]
 ) -> list[dict[str, Any]]:
     """The client's lines, one per source, kind and key (summed over rule versions).
     Account managers get their own measure and amount only: the pool's total measure and
@@ -270,9 +355,9 @@ def _lines(
     out = []
     for row in rows:  # one client's lines: a handful
         line = {
-            "source": row.source,
+            "source": redact(row.source),
             "kind": row.kind,
-            "key": row.key,
+            "key": redact(row.key),
             "measure": row.measure,
             "amount": int(row.amount),
             "windows": int(row.windows),

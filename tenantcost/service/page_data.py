@@ -58,6 +58,7 @@ FIGURE_COLUMNS = [
     "rule_ids",
     "difference",
     "previous_amount",
+    "client_reason",
 ]
 
 
@@ -158,6 +159,7 @@ def _issued(connection: Any, clients: list[str]) -> pd.DataFrame:
                 s.rule_ids,
                 s.difference,
                 s.previous_amount,
+                s.client_reason,
             ).where(s.client.in_(clients))
         )
     )
@@ -192,6 +194,7 @@ def _drafts(connection: Any, clients: list[str]) -> pd.DataFrame:
         issued_by=None,
         difference=None,
         previous_amount=None,
+        client_reason=None,
     )
 
 
@@ -203,7 +206,9 @@ def rule_ids(value: str | None) -> list[str]:
 def month_events(engine: Engine, month: str) -> pd.DataFrame:
     """Every close and reopen of ``month``, in order."""
     e = table(MonthEvent).c
-    query = select(e.at, e.action, e.revision, e.reason, e.actor, e.run_id).where(e.month == month)
+    query = select(e.at, e.action, e.revision, e.reason, e.client_reason, e.actor, e.run_id).where(
+        e.month == month
+    )
     with engine.connect() as connection:
         return _frame(connection.execute(query.order_by(e.id)))
 

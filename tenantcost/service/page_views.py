@@ -129,6 +129,8 @@ class Figure:
     issued_by: str
     rule_ids: list[str]
     issued_note: str = ""
+    clients_read: str | None = None
+    """Finance's view: what the client reads instead of ``reason``."""
 
 
 @dataclass(frozen=True)
@@ -225,6 +227,7 @@ def _figure(row: pd.Series, places: int) -> Figure:
         issued_by=str(row["issued_by"] or ""),
         rule_ids=page_data.rule_ids(row["rule_ids"]),
         issued_note="the month is open",
+        clients_read=row["client_reason"] if isinstance(row["client_reason"], str) else None,
     )
 
 
@@ -377,11 +380,21 @@ def month_view(engine: Engine, month: str, page: int) -> MonthView:
                 **e,
                 "at": when(e["at"]),
                 "reason": e["reason"] if isinstance(e["reason"], str) else None,
+                "clients_read": _clients_read(e["reason"], e["client_reason"]),
             }
             for e in events.to_dict("records")
         ],
         run=run,
     )
+
+
+def _clients_read(reason: Any, client_reason: Any) -> str | None:
+    """What clients read of an event's reason (finance's month page), if it has one."""
+    from tenantcost.report.privacy import RESTATED_NOTE
+
+    if not isinstance(reason, str):
+        return None
+    return client_reason if isinstance(client_reason, str) else RESTATED_NOTE
 
 
 def _run_view(engine: Engine, month: str, run_id: str, draft: bool, page: int) -> RunView:

@@ -302,8 +302,42 @@ def client_page(
     rows = page_data.figures(engine, scope, [access.client])
     if rows.empty or (month is not None and month not in set(rows["month"])):
         raise not_found()
+    rows = rows.assign(**_shown_text(engine, access.principal, access.client, rows))
     view = page_views.client_view(access.client, rows, month, scope.drafts)
     return render(request, "service/client.html", section="clients", view=view)
+
+
+def _shown_text(engine: Any, principal: Principal, client: str, rows: Any) -> dict[str, list[Any]]:
+    """The free text of each month as ``principal`` may read it (the API's
+    :func:`figures.shown_fields`: ``reason``, ``issued_by``, ``rule_ids``), and
+    ``client_reason``: for finance and admin, what the client reads of a restatement."""
+    import json
+
+    from tenantcost.report.privacy import RESTATED_NOTE
+
+    redact = figures.reader_text(engine, principal, client)
+    shown = [
+        figures.shown_fields(
+            redact,
+            principal,
+            r if isinstance(r, str) else None,
+            c,
+            b if isinstance(b, str) else None,
+            page_data.rule_ids(ids),
+        )
+        for r, c, b, ids in zip(
+            rows["reason"], rows["client_reason"], rows["issued_by"], rows["rule_ids"], strict=True
+        )
+    ]  # one client's months: a handful
+    return {
+        "reason": [d["reason"] for d in shown],
+        "issued_by": [d["issued_by"] for d in shown],
+        "rule_ids": [json.dumps(d["rule_ids"]) for d in shown],
+        "client_reason": [
+            (d["client_reason"] or RESTATED_NOTE) if "client_reason" in d and d["reason"] else None
+            for d in shown
+        ],
+    }
 
 
 @router.get("/months", response_class=HTMLResponse)
@@ -397,8 +431,10 @@ def reopen_month_form(
     month: str,
     csrf_token: str = Form(""),
     reason: str = Form(""),
+    client_reason: str = Form(""),
 ) -> Response:
-    """Reopen the month with a reason (required) for corrections."""
+    """Reopen the month with a reason (required) for corrections, and optionally the reason
+    clients read (else "restated by finance")."""
     principal = authorize(request, get_principal(request), Action.REOPEN_MONTH)
     _check_csrf(request, csrf_token)
     _known_month(month)
@@ -411,7 +447,7 @@ def reopen_month_form(
             request,
             month,
             status=422,
-            error="Give a reason: it is shown on the restated statements.",
+            error="Give a reason: finance and admin read it with the restated statements.",
         )
     if (problem := text_problem(reason)) is not None:  # NUL: PostgreSQL cannot store it
         return _month_response(request, month, status=422, error=f"The reason {problem}.")
@@ -422,6 +458,7 @@ def reopen_month_form(
             reason=reason.strip(),
             actor=principal.actor,
             wait=request.app.state.settings.ingest_wait,
+            client_reason=client_reason,
         )
     except InputError as exc:
         return _month_response(request, month, status=409, error=str(exc))

@@ -13,10 +13,16 @@ The rules (issue 10):
 * ``account-manager``: its own clients only. Another client's URL answers **404, exactly as
   for a client that does not exist** (same body, decided without touching the database, so
   no existence leak through content or timing class). Cluster-wide pages (reconciliation,
-  compare, month close/reopen, tokens, ingest) answer **403**. It sees issued months only;
+  compare, month close/reopen, tokens, ingest) answer **403**. It sees issued months only:
+  the month list holds only months in which its own clients have statements, with the
+  fields :data:`MANAGER_MONTH_FIELDS` (no run ids or counts, no coverage). Of a reopen it
+  reads the reason written for clients, redacted, or "restated by finance", **never the
+  internal reason** (:func:`sees_internal_reasons`): that one may hold other clients' names
+  and figures that no redaction recognises;
 * ``finance``: every client, drafts (marked), the cascade, close and reopen, ingest of
-  corrections, the batch list and batch withdrawal (issue 22: the repair of a month a later
-  ingest made unusable; a withdrawal's reason is internal, so account managers see neither);
+  corrections, the internal reason of a reopen, the batch list and batch withdrawal (issue 22:
+  the repair of a month a later ingest made unusable; a withdrawal's reason is internal, so
+  account managers see neither);
 * ``admin``: everything finance may, and tokens.
 """
 
@@ -134,6 +140,23 @@ def client_scope(principal: Principal) -> frozenset[str] | None:
     """The clients a list or search may return: ``None`` means every client. Lists filter
     in SQL with this set (never fetch all and drop rows in Python)."""
     return principal.clients if principal.role is Role.ACCOUNT_MANAGER else None
+
+
+def sees_internal_reasons(principal: Principal) -> bool:
+    """Finance and admin read a reopen's reason as written (and what clients read instead);
+    anyone else reads only what clients read (:func:`tenantcost.report.privacy.client_note`)."""
+    return principal.role in _CLUSTER_ROLES
+
+
+MANAGER_MONTH_FIELDS = ("month", "state", "revisions")
+"""What a client-scoped principal reads of a month in the month list: a draft's run id, how
+often a month was run and the cluster's coverage are finance's."""
+
+
+def month_fields(principal: Principal) -> tuple[str, ...] | None:
+    """The fields of ``GET /api/v1/months`` ``principal`` may read (``None``: every field);
+    which months, :func:`client_scope` decides (months with its clients' statements)."""
+    return None if client_scope(principal) is None else MANAGER_MONTH_FIELDS
 
 
 def visible(principal: Principal, clients: Iterable[str]) -> list[str]:

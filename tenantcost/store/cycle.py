@@ -20,6 +20,7 @@ never race: whichever commits second sees the other's result.
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -51,6 +52,8 @@ from tenantcost.windows import Period
 
 FOREVER = datetime(9999, 12, 1, tzinfo=UTC)
 """The end of the last rule version's time in force."""
+CLOSE_ATTEMPTS = 3
+"""How often a close moves to another process's run of the same inputs before giving up."""
 
 
 class MonthState(StrEnum):
@@ -75,6 +78,12 @@ class MonthNotClosed(InputError):
     """``reopen`` of a month that is not closed (exit 2)."""
 
 
+class ClosedMeanwhile(MonthClosed):
+    """``close`` of a month that was open when it began and that another process closed while
+    it ran or waited for the lock: this close issued nothing (exit 2 like any refusal, so a
+    script that sends statements after a close does not send them twice; 409 from the API)."""
+
+
 class IncompleteMonth(InputError):
     """``close`` of a month with hours lacking costs or usage, without ``--allow-incomplete``."""
 
@@ -94,6 +103,8 @@ class Closed:
     issued_at: datetime
     currency: str
     statements: pd.DataFrame
+    client_reason: str | None = None
+    """What clients' readers are told instead of ``reason`` (None: the fixed note)."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +116,7 @@ class Reopened:
     reason: str
     at: datetime
     actor: str
+    client_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +134,7 @@ class Issued:
     detail: str | None
     rule_ids: list[str]
     state: MonthState
+    client_reason: str | None = None
 
 
 @contextmanager
@@ -186,16 +199,19 @@ def latest_issued(bind: Connection | Engine, month: str) -> Issued | None:
             return None
         state = month_state(connection, month)
     return Issued(month, row.revision, str(row.run_id), row.id, row.at, row.actor, row.reason,
-                  bool(row.incomplete), row.detail, json.loads(row.rule_ids), state)  # fmt: skip
+                  bool(row.incomplete), row.detail, json.loads(row.rule_ids), state,
+                  row.client_reason)  # fmt: skip
 
 
 def statements(bind: Connection | Engine, month: str, revision: int | None = None) -> pd.DataFrame:
     """The statements of ``month`` at ``revision`` (default: the latest issued), by client:
     ``client, revision, amount, previous_amount, difference, currency, run_id, reason,
-    incomplete, issued_at, issued_by`` (amounts in micro-units; previous_amount nullable)."""
+    incomplete, issued_at, issued_by, client_reason`` (amounts in micro-units;
+    previous_amount nullable)."""
     s = table(Statement).c
     columns = ["client", "revision", "amount", "previous_amount", "difference", "currency",
-               "run_id", "reason", "incomplete", "issued_at", "issued_by"]  # fmt: skip
+               "run_id", "reason", "incomplete", "issued_at", "issued_by",
+               "client_reason"]  # fmt: skip
     with connected(bind) as connection:
         wanted = revision if revision is not None else issued_revision(connection, month)
         result = connection.execute(
@@ -363,24 +379,51 @@ def close_month(
 
     Checks run twice: before the (possibly long) run, to fail fast, and again under the write
     lock with the run's inputs compared to the store's, so a concurrent ingest or rule load
-    makes the close fail (run it again) rather than issue figures of stale inputs."""
+    makes the close fail (run it again) rather than issue figures of stale inputs.
+
+    Two closes of one month racing (``--wait``): each may record its own run, and the one that
+    takes the lock first finds the other's run latest. That run is of the same inputs, so
+    nothing changed: this close issues it instead (its figures computed again outside the
+    lock), or finds the month closed by the other (:class:`ClosedMeanwhile`). Either way one
+    revision is issued, and the other close says who issued it."""
     period = Period.month(month)
     with store.engine.connect() as connection:
         _check_closable(connection, month, allow_incomplete)
     run_id, reused = _run_for_close(store, month, actor, wait)
     from tenantcost.store.report_figures import pending_figures
 
-    pending = pending_figures(store, run_id)  # the sheets' figures; slow, so before the lock
-    with write_transaction(store.engine, wait) as connection:
-        detail = _check_closable(connection, month, allow_incomplete)
-        run = _latest_run(connection, month)
-        if run is None or run["id"] != run_id or not _reusable(connection, run, period):
+    for _ in range(CLOSE_ATTEMPTS):
+        pending = pending_figures(store, run_id)  # the sheets' figures; slow, so before the lock
+        with write_transaction(store.engine, wait) as connection:
+            _refuse_closed_meanwhile(connection, month)
+            detail = _check_closable(connection, month, allow_incomplete)
+            run = _latest_run(connection, month)
+            if run is not None and run["id"] == run_id and _reusable(connection, run, period):
+                if pending is not None:
+                    pending.record(connection)
+                return _issue(connection, run, detail, actor, reused)
+            same_inputs = run is not None and _reusable(connection, run, period)
+        if not same_inputs or run is None:
             raise InputError(
                 f"the inputs or rules of {month} changed while closing; run close again"
             )
-        if pending is not None:
-            pending.record(connection)
-        return _issue(connection, run, detail, actor, reused)
+        run_id, reused = str(run["id"]), True
+    raise InputError(
+        f"other runs of {month} were recorded while closing ({CLOSE_ATTEMPTS} times); "
+        "run close again"
+    )
+
+
+def _refuse_closed_meanwhile(connection: Connection, month: str) -> None:
+    """Under the lock: the month, open when this close began, is closed now (exit 2)."""
+    event = _latest_event(connection, month)
+    if event is not None and event["action"] == MonthAction.CLOSE:
+        raise ClosedMeanwhile(
+            f"{month} was closed by another process (revision {event['revision']} issued "
+            f"{iso_offset(event['at'])} by {event['actor']}) while this close was running or "
+            f"waiting: this close issued nothing; `tenantcost history --month {month}` lists "
+            "the statements"
+        )
 
 
 def _issue(
@@ -393,10 +436,12 @@ def _issue(
     last = _latest_event(connection, month)
     reopened = last is not None and last["action"] == MonthAction.REOPEN
     reason = str(last["reason"]) if last is not None and reopened else None
+    client_reason = last["client_reason"] if last is not None and reopened else None
     now = utcnow()
     event = {"month": month, "action": MonthAction.CLOSE.value, "revision": revision,
              "reason": reason, "run_id": run_id, "incomplete": detail is not None,
-             "detail": detail, "at": now, "actor": actor}  # fmt: skip
+             "detail": detail, "at": now, "actor": actor,
+             "client_reason": client_reason}  # fmt: skip
     event_id = connection.execute(
         insert(table(MonthEvent)).returning(table(MonthEvent).c.id), [event]
     ).scalar_one()
@@ -410,12 +455,12 @@ def _issue(
     common = {"month": month, "revision": revision, "currency": run["currency"],
               "run_id": run_id, "event_id": event_id, "rule_ids": run["rule_ids"],
               "reason": reason, "incomplete": detail is not None, "issued_at": now,
-              "issued_by": actor}  # fmt: skip
+              "issued_by": actor, "client_reason": client_reason}  # fmt: skip
     if not rows.empty:
         records = rows.astype(object).where(rows.notna(), None).to_dict("records")
         connection.execute(insert(table(Statement)), [common | r for r in records])
     return Closed(month, revision, run_id, reused, detail is not None, detail, reason, now,
-                  str(run["currency"]), rows)  # fmt: skip
+                  str(run["currency"]), rows, client_reason)  # fmt: skip
 
 
 def _statement_rows(current: pd.DataFrame, before: pd.DataFrame) -> pd.DataFrame:
@@ -429,15 +474,26 @@ def _statement_rows(current: pd.DataFrame, before: pd.DataFrame) -> pd.DataFrame
 
 
 def reopen_month(
-    engine: Engine, month: str, *, reason: str, actor: str, wait: float = 0.0
+    engine: Engine,
+    month: str,
+    *,
+    reason: str,
+    actor: str,
+    wait: float = 0.0,
+    client_reason: str | None = None,
 ) -> Reopened:
     """Unlock a closed month for corrections, recording why; the next close issues the next
-    revision with this reason. Refuses an empty reason and a month that is not closed."""
+    revision with this reason. Refuses an empty reason and a month that is not closed.
+
+    ``reason`` is for finance and admin only; ``client_reason`` is what clients' readers
+    (account managers, client sheets) are told, redacted for each; without one they read
+    :data:`tenantcost.report.privacy.RESTATED_NOTE`, never ``reason``."""
     Period.month(month)
     reason = " ".join(reason.split())
     if not reason:
         raise InputError("--reason is empty: say why the month is reopened (it goes on the "
                          "next revision's statements)")  # fmt: skip
+    told = _client_reason(client_reason)
     with write_transaction(engine, wait) as connection:
         event = _latest_event(connection, month)
         if event is None or event["action"] != MonthAction.CLOSE:
@@ -454,13 +510,26 @@ def reopen_month(
         connection.execute(insert(table(MonthEvent)), [{
             "month": month, "action": MonthAction.REOPEN.value, "revision": revision,
             "reason": reason, "run_id": None, "incomplete": False, "detail": None,
-            "at": now, "actor": actor}])  # fmt: skip
-    return Reopened(month, revision, reason, now, actor)
+            "at": now, "actor": actor, "client_reason": told}])  # fmt: skip
+    return Reopened(month, revision, reason, now, actor, told)
+
+
+def _client_reason(text: str | None) -> str | None:
+    """``--client-reason`` on one line (None when empty); a control character is refused,
+    as in a client id (no backend stores NUL in text, and no reader should get the rest)."""
+    if text is None:
+        return None
+    told = " ".join(text.split())
+    bad = next((c for c in told if unicodedata.category(c) == "Cc"), None)
+    if bad is not None:
+        raise InputError(f"--client-reason: control character U+{ord(bad):04X}; give plain text")
+    return told or None
 
 
 __all__ = [
     "FOREVER",
     "Closed",
+    "ClosedMeanwhile",
     "IncompleteMonth",
     "Issued",
     "MonthAction",

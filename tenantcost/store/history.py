@@ -54,6 +54,9 @@ class HistoryEntry:
     incomplete: bool
     issued_at: datetime
     issued_by: str
+    client_reason: str | None = None
+    """What clients' readers are told instead of ``reason`` (not in the CLI's contract: the
+    service adds it for finance, :func:`tenantcost.service.figures.client_history`)."""
 
     def document(self) -> dict[str, Any]:
         """The JSON contract's object."""

@@ -464,7 +464,10 @@ class MonthEvent(StoreModel, table=True):
     close issues ``revision + 1``); (month, action, revision) is unique, so two closes racing
     for the same revision cannot both commit. ``run_id`` is the run a close issued;
     ``incomplete`` marks a close with ``--allow-incomplete`` on a month with missing hours, and
-    ``detail`` says which (a close's note; for a reopen, ``reason`` is required)."""
+    ``detail`` says which (a close's note; for a reopen, ``reason`` is required).
+    ``client_reason`` (0011) is what clients' readers are told instead of ``reason``, which is
+    for finance only (``reopen --client-reason``; NULL: the fixed note); a close carries its
+    reopen's, like ``reason``."""
 
     __tablename__ = "month_event"
     __table_args__ = _table_args(
@@ -484,6 +487,7 @@ class MonthEvent(StoreModel, table=True):
     detail: str | None = Field(default=None, sa_type=Text)
     at: datetime = Field(sa_type=UTCDateTime, default_factory=utcnow)
     actor: str = Field(max_length=200)
+    client_reason: str | None = Field(default=None, sa_type=Text)
 
 
 class Statement(StoreModel, table=True):
@@ -493,7 +497,8 @@ class Statement(StoreModel, table=True):
     ``previous_amount`` is the client's amount at the previous revision (NULL at revision 1 or
     for a client new in this revision) and ``difference`` = amount − previous (amount when there
     is none). A client of the previous revision that the new run no longer has gets a
-    revision with amount 0. ``rule_ids`` is the run's JSON list; ``reason`` the reopen's."""
+    revision with amount 0. ``rule_ids`` is the run's JSON list; ``reason`` the reopen's, and
+    ``client_reason`` (0011) its reason for clients (see :class:`MonthEvent`)."""
 
     __tablename__ = "statement"
     __table_args__ = _table_args(
@@ -517,6 +522,7 @@ class Statement(StoreModel, table=True):
     incomplete: bool = Field(default=False, sa_type=Boolean)
     issued_at: datetime = Field(sa_type=UTCDateTime)
     issued_by: str = Field(max_length=200)
+    client_reason: str | None = Field(default=None, sa_type=Text)
 
 
 TOKEN_ROLES = ("admin", "finance", "account-manager", "ingest")

@@ -93,7 +93,7 @@ def _issued_note(
     }  # fmt: skip  (three figures per client, read once per pack)
     return StatementNote(
         StatementKind.RESTATED, month, str(event.run_id), revision, str(event.reason or ""),
-        issued_at, incomplete, clients,
+        issued_at, incomplete, clients, str(event.client_reason or ""),
     )  # fmt: skip
 
 
