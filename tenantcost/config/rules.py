@@ -28,12 +28,14 @@ from pydantic import (
 from tenantcost.config.base import Strict
 from tenantcost.config.confidence import ConfidenceThresholds
 from tenantcost.config.cost_model import CostModel
+from tenantcost.config.billing import BilledEntry, Billing
 from tenantcost.config.focus import Focus
+from tenantcost.config.keys import EVEN, Key, WeightsKey, describe_key
 from tenantcost.config.pricing import Pricing
 from tenantcost.config.privacy import Privacy
 from tenantcost.config.sources import OpenCostSource, PrometheusSource
 from tenantcost.errors import InputError, warn
-from tenantcost.limits import MAX_CONTRACT_WEIGHT, MAX_EXTERNAL_AMOUNT
+from tenantcost.limits import MAX_EXTERNAL_AMOUNT
 from tenantcost.suggest import did_you_mean
 from tenantcost.tables import COST_PROPERTY_COLUMNS, LABEL_PREFIX
 
@@ -43,32 +45,6 @@ if TYPE_CHECKING:  # pandas is imported where used: check-config starts without 
 WorkloadClass = Literal["shared", "direct", "idle", "overhead", "reserve", "excluded"]
 MATCH_PROPERTIES: tuple[str, ...] = tuple(COST_PROPERTY_COLUMNS)
 """What a ``match`` may select on: the cost table's property columns (and ``label:<k>``)."""
-EVEN = "even"
-
-
-
-class WeightsKey(Strict):
-    """A fixed key: each client's weight, for contractual splits (``{weights: {a: 2, b: 1}}``)."""
-
-    weights: dict[str, Annotated[float, Field(ge=0, le=MAX_CONTRACT_WEIGHT, allow_inf_nan=False)]]
-
-    @field_validator("weights")
-    @classmethod
-    def _not_empty(cls, value: dict[str, float]) -> dict[str, float]:
-        if not value:
-            raise ValueError("weights must name at least one client")
-        return value
-
-
-Key = str | WeightsKey
-"""A usage column name, ``even``, or fixed weights."""
-
-
-def describe_key(key: Key) -> str:
-    """A short human label for a key (``requests``, ``even``, ``weights``)."""
-    return "weights" if isinstance(key, WeightsKey) else key
-
-
 class WorkloadRule(Strict):
     """One classification entry: which cost rows it selects and what happens to them."""
 
@@ -156,8 +132,10 @@ class RuleVersion(Strict):
     description: str = ""
     workloads: list[WorkloadRule]
     external: list[ExternalCost] = Field(default_factory=list)
+    billed: list[BilledEntry] = Field(default_factory=list)
     idle: Literal["keep", "proportional", "even"] = "keep"
     unmatched: Literal["error", "unattributed"] = "error"
+    unmatched_billed: Literal["error", "unclassified"] = "error"
 
     @field_validator("effective_from", mode="before")
     @classmethod
@@ -205,6 +183,9 @@ class RuleVersion(Strict):
             if w.class_ == "shared" and w.key is not None
         ]
         keyed += [(f"external[{j}].key", e.key) for j, e in enumerate(self.external)]
+        keyed += [
+            (f"billed[{j}].key", b.key) for j, b in enumerate(self.billed) if b.key is not None
+        ]
         return [(where, key) for where, key in keyed if isinstance(key, str) and key != EVEN]
 
     def source_name(self, entry: int) -> str:
@@ -229,7 +210,29 @@ class RuleVersion(Strict):
             if e.name in seen:
                 raise ValueError(f"external[{j}].name: '{e.name}' already labels {seen[e.name]}")
             seen[e.name] = f"external[{j}]"
+        for j, b in enumerate(self.billed):
+            if b.label in seen:
+                raise ValueError(
+                    f"billed[{j}].name: '{b.label}' already labels {seen[b.label]}; give the "
+                    "entry a distinct name:"
+                )
+            seen[b.label] = f"billed[{j}]"
         return self
+
+    @property
+    def billed_services(self) -> list[str]:
+        """Services named by shared billed entries (``billed[].services``), in rule order."""
+        seen: dict[str, None] = {}
+        for b in self.billed:
+            for service in b.services or []:
+                seen.setdefault(service, None)
+        return list(seen)
+
+    @property
+    def known_services(self) -> list[str]:
+        """Every service whose usage this version uses: shared workloads', then billed
+        entries' (their usage splits billed pools, so it is never "ignored")."""
+        return list(dict.fromkeys([*self.shared_services, *self.billed_services]))
 
 
 class Sources(Strict):
@@ -258,6 +261,7 @@ class RuleSet(Strict):
     privacy: Privacy = Field(default_factory=Privacy)
     focus: Focus = Field(default_factory=Focus)
     pricing: Pricing = Field(default_factory=Pricing)
+    billing: Billing | None = None
 
     @field_validator("rules")
     @classmethod
@@ -295,8 +299,14 @@ class RuleSet(Strict):
                 for w in version.workloads
             ]
             external = [e.model_copy(update={"key": key}) for e in version.external]
+            billed = [
+                b.model_copy(update={"key": key}) if b.class_ == "shared" else b
+                for b in version.billed
+            ]
             versions.append(
-                version.model_copy(update={"workloads": workloads, "external": external})
+                version.model_copy(
+                    update={"workloads": workloads, "external": external, "billed": billed}
+                )
             )
         return self.model_copy(update={"rules": versions})
 
@@ -363,6 +373,19 @@ def parse_rules(data: Any, origin: str = "<rules>", base_dir: Path | None = None
     except ValidationError as exc:
         where, message = _format_validation_error(exc)
         raise InputError(message, file=origin, where=where) from None
+    if base_dir is not None and ruleset.billing is not None:
+        billing = ruleset.billing
+        ruleset = ruleset.model_copy(
+            update={
+                "billing": billing.model_copy(
+                    update={
+                        "sources": [
+                            p if "://" in p else str(base_dir / p) for p in billing.sources
+                        ]
+                    }
+                )
+            }
+        )
     if base_dir is not None:
         ruleset = ruleset.model_copy(
             update={
@@ -432,11 +455,12 @@ def check_against_usage(
                         file=origin,
                         where=f"rules[{i}].external[{j}].services",
                     )
-    named = {s for version in ruleset.rules for s in version.shared_services}
+    named = {s for version in ruleset.rules for s in version.known_services}
     unknown = sorted(set(services) - named)
     if unknown:
         raise InputError(
-            f"service '{unknown[0]}' is not named by any shared workload in the rules "
+            f"service '{unknown[0]}' is not named by any shared workload or billed entry in "
+            "the rules "
             f"({', '.join(sorted(named)) or 'none'}); its usage would be ignored",
             file=usage_origin,
             column="service",

@@ -328,7 +328,7 @@ def _version(rule_id: str, content: str) -> StoredVersion:
     return StoredVersion(
         rule_id,
         pd.Timestamp(version.effective_from).tz_convert("UTC"),
-        tuple(version.shared_services),
+        tuple(version.known_services),
         tuple(version.key_columns),
     )
 
