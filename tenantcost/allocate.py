@@ -35,13 +35,14 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from tenantcost.config.rules import Key, RuleSet, check_against_usage
+from tenantcost.config.keys import Key
+from tenantcost.config.rules import RuleSet, check_against_usage
 from tenantcost.engine import Engine, LinesSink, LocalEngine
 from tenantcost.engine.chunks import chunk_tasks
 from tenantcost.engine.fold import fold_chunks
 from tenantcost.errors import InputWarning, warn
 from tenantcost.kinds import Detail
-from tenantcost.plan import NO_CLIENT, Plan, plan_allocation
+from tenantcost.plan import NO_CLIENT, BilledInputs, Plan, plan_allocation
 from tenantcost.result import AllocationResult
 from tenantcost.split import connect
 from tenantcost.tables import empty_usage
@@ -128,6 +129,7 @@ def allocate_stream(
     con: duckdb.DuckDBPyConnection | None = None,
     engine: Engine | None = None,
     lines_sink: LinesSink | None = None,
+    billed: BilledInputs | None = None,
 ) -> AllocationResult:
     """Allocate chunk by chunk (``chunk``-long time slices of the period).
 
@@ -153,6 +155,7 @@ def allocate_stream(
         con=con,
         engine=engine,
         lines_sink=lines_sink,
+        billed=billed,
     )[0]
 
 
@@ -171,17 +174,20 @@ def allocate_keys(
     con: duckdb.DuckDBPyConnection | None = None,
     engine: Engine | None = None,
     lines_sink: LinesSink | None = None,
+    billed: BilledInputs | None = None,
 ) -> list[AllocationResult]:
     """:func:`allocate_stream` under each of ``keys`` (``None``: the rules' own keys) in one
     pass: every chunk's usage is read and validated once and split once per key, so a report
     pack's alternative keys cost a split each, not a whole run each. Results come in the
     order of ``keys``; each equals :func:`allocate_stream` with that key to the unit. The
-    lines file or sink receives the first key's window-level lines."""
+    lines file or sink receives the first key's window-level lines. ``billed`` adds the
+    billed lines outside the clusters (``tenantcost.billing``; ``costs`` are then the
+    repriced rows)."""
     if not keys:
         raise ValueError("allocate_keys needs at least one key (None: the rules' keys)")
     level = _detail(detail)
     con = con or connect()
-    plans = [plan_allocation(costs, ruleset, key=k, period=period) for k in keys]
+    plans = [plan_allocation(costs, ruleset, key=k, period=period, billed=billed) for k in keys]
     plan, others = plans[0], plans[1:]
     source = usage if usage is not None else FrameUsage(empty_usage(), origin="usage")
     _check_usage(plan, source, con, usage is not None, rules_origin)

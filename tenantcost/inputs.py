@@ -20,8 +20,10 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
+from tenantcost.billing import BillingRun, prepare_billing
 from tenantcost.collect import RESPONSES_FOLDER, CostInput, load_costs
 from tenantcost.config.rules import RuleSet, load_rules
+from tenantcost.errors import InputError
 from tenantcost.split import connect
 from tenantcost.usage_source import FrameUsage, UsageSource, is_url, open_usage
 from tenantcost.windows import Period, data_period
@@ -40,6 +42,14 @@ class Inputs:
     """The usage files, folders and URLs read (empty for Prometheus or no usage)."""
     con: duckdb.DuckDBPyConnection
     """The run's DuckDB connection: Parquet usage is scanned through it, chunk by chunk."""
+    billing: BillingRun | None = None
+    """The billing side (``tenantcost.billing``) when billing data is given: the allocation
+    then runs on :attr:`allocation_costs`, repriced to the billed effective cost."""
+
+    @property
+    def allocation_costs(self) -> pd.DataFrame:
+        """The cost rows the allocation runs on: repriced with billing data, else as read."""
+        return self.billing.costs if self.billing is not None else self.cost_input.costs
 
     @property
     def costs(self) -> pd.DataFrame:
@@ -64,6 +74,8 @@ def load_inputs(
     period: Period | None = None,
     out: Path | None = None,
     con: duckdb.DuckDBPyConnection | None = None,
+    billing: list[str] | None = None,
+    allow_unbilled: bool = False,
 ) -> Inputs:
     """Load the rule file, the cost table and open the usage source of one run.
 
@@ -87,7 +99,50 @@ def load_inputs(
     source = open_usage(usage_paths, con) if usage_paths else None
     if source is None and ruleset.sources.prometheus is not None:
         source = prometheus_usage(ruleset, period or data_period(cost_input.costs))
-    return Inputs(config, ruleset, cost_input, source, usage_paths, con)
+    billing_run = open_billing_run(
+        ruleset, cost_input.costs, con, billing, period=period, allow_unbilled=allow_unbilled
+    )
+    return Inputs(config, ruleset, cost_input, source, usage_paths, con, billing_run)
+
+
+def open_billing_run(
+    ruleset: RuleSet,
+    costs: pd.DataFrame,
+    con: duckdb.DuckDBPyConnection,
+    paths: list[str] | None,
+    *,
+    period: Period | None,
+    allow_unbilled: bool,
+) -> BillingRun | None:
+    """The billing side of a run: ``--billing`` paths, else ``billing.sources``; ``None``
+    when neither is given. Billing data without a ``billing:`` section is an error (no
+    cluster would be repriced, so OpenCost's nodes and the bill's would both count)."""
+    chosen = list(paths or (ruleset.billing.sources if ruleset.billing is not None else []))
+    if not chosen:
+        return None
+    if ruleset.billing is None:
+        raise InputError(
+            "--billing: the rule file has no billing: section; list the clusters whose "
+            "billed lines OpenCost prices (billing.clusters), or the node cost would be "
+            "counted twice"
+        )
+    from tenantcost.readers.billing import open_billing
+
+    data = open_billing(
+        chosen,
+        con,
+        currency=ruleset.currency,
+        focus_allocations=ruleset.billing.focus_allocations,
+    )
+    return prepare_billing(
+        costs,
+        con,
+        data.view,
+        ruleset,
+        period=period,
+        allow_unbilled=allow_unbilled,
+        origin=data.origin,
+    )
 
 
 def prometheus_usage(ruleset: RuleSet, span: Period) -> UsageSource:

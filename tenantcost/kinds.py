@@ -52,9 +52,11 @@ class LineKind(StrEnum):
     """A direct workload's cost, whole."""
     IDLE = "idle"
     """A part of the window's idle, distributed by the rule's ``idle:`` method."""
+    BILLED = "billed"
+    """A keyed part of a billed line outside the clusters (a version's ``billed:`` list)."""
 
 
-KEYED_KINDS: tuple[LineKind, ...] = (LineKind.SHARED, LineKind.EXTERNAL)
+KEYED_KINDS: tuple[LineKind, ...] = (LineKind.SHARED, LineKind.EXTERNAL, LineKind.BILLED)
 """The kinds split by a usage key: together they are the *pool*, identical under every key."""
 
 

@@ -22,19 +22,14 @@ later, per time chunk (``tenantcost.engine``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
 
 from tenantcost.classify import classify, raise_unmatched, workload_label
-from tenantcost.config.rules import (
-    EVEN,
-    Key,
-    RuleSet,
-    RuleVersion,
-    WeightsKey,
-    describe_key,
-)
+from tenantcost.config.keys import EVEN, Key, WeightsKey, describe_key
+from tenantcost.config.rules import RuleSet, RuleVersion
 from tenantcost.errors import InputError
 from tenantcost.external import external_pools
 from tenantcost.kinds import RESIDUAL_CLASSES, Cause, CostClass, KeyKind, LineKind
@@ -80,6 +75,7 @@ class Plan:
     unclassified: pd.DataFrame
     cost_total: int
     external_total: int
+    billed_pool_total: int = 0
 
     def tables_for(self, start: pd.Timestamp, end: pd.Timestamp) -> SplitTables:
         """The split tables of the windows that start in ``[start, end)``."""
@@ -107,7 +103,10 @@ def select_costs(
     period = period or data_period(costs)
     cost_windows = check_cost_windows(costs)
     costs = costs.copy()
-    costs["amount"] = to_micros(costs["total_cost"], origins=costs["origin"], column="total_cost")
+    if "amount" not in costs:  # repriced costs (tenantcost.billing) carry their own
+        costs["amount"] = to_micros(
+            costs["total_cost"], origins=costs["origin"], column="total_cost"
+        )
     return costs, period, cost_windows
 
 
@@ -168,12 +167,13 @@ class Specs:
     """Every keyed pool type of a rule set, described once as a split *spec*.
 
     A shared pool is identified by (version, entry), an external one by (version, external):
-    two lookup tables, so neither needs a placeholder value for the index it does not have.
-    Both map to ``spec, rule_id, source, kind, key``.
+    two lookup tables, so neither needs a placeholder value for the index it does not have;
+    a billed one by (version, billed). All map to ``spec, rule_id, source, kind, key``.
     """
 
     shared: pd.DataFrame
     external: pd.DataFrame
+    billed: pd.DataFrame
     specs: pd.DataFrame
     services: pd.DataFrame
     weights: pd.DataFrame
@@ -193,10 +193,11 @@ def _spec_row(spec: int, key: Key) -> tuple[tuple[object, ...], list[tuple[int, 
 
 
 def spec_tables(ruleset: RuleSet) -> Specs:
-    """Number every shared workload and external cost of every version as a spec (in rule
-    order: a version's shared workloads, then its external costs)."""
+    """Number every shared workload, external cost and shared billed entry of every version
+    as a spec (in rule order: a version's shared workloads, external costs, billed entries)."""
     shared: list[tuple[object, ...]] = []
     external: list[tuple[object, ...]] = []
+    billed: list[tuple[object, ...]] = []
     specs: list[tuple[object, ...]] = []
     services: list[tuple[int, str]] = []
     weights: list[tuple[int, str, int]] = []
@@ -219,6 +220,11 @@ def spec_tables(ruleset: RuleSet) -> Specs:
             spec = add(e.key, list(e.services or version.shared_services))
             label = (version.id, e.name, LineKind.EXTERNAL, describe_key(e.key))
             external.append((v, x, spec, *label))
+        for b, entry in enumerate(version.billed):
+            if entry.class_ == CostClass.SHARED and entry.key is not None:
+                spec = add(entry.key, list(entry.services or []))
+                label = (version.id, entry.label, LineKind.BILLED, describe_key(entry.key))
+                billed.append((v, b, spec, *label))
     labels = list(_LOOKUP_DTYPES)
     return Specs(
         shared=pd.DataFrame(shared, columns=["version", "entry", *labels]).astype(
@@ -226,6 +232,9 @@ def spec_tables(ruleset: RuleSet) -> Specs:
         ),
         external=pd.DataFrame(external, columns=["version", "external", *labels]).astype(
             {"version": "int64", "external": "int64", **_LOOKUP_DTYPES}
+        ),
+        billed=pd.DataFrame(billed, columns=["version", "billed", *labels]).astype(
+            {"version": "int64", "billed": "int64", **_LOOKUP_DTYPES}
         ),
         specs=pd.DataFrame(specs, columns=["spec", "key_kind", "key_column", "agg"]).astype(
             {"spec": "int64", "key_kind": "str", "key_column": "str", "agg": "str"}
@@ -239,10 +248,15 @@ def spec_tables(ruleset: RuleSet) -> Specs:
     )
 
 
-def keyed_pools(costs: pd.DataFrame, external: pd.DataFrame, specs: Specs) -> pd.DataFrame:
-    """One pool per (window, shared entry) and per (window, external cost), numbered in
-    window and spec order: ``pool, window_start, window_end, spec, amount, rule_id, source,
-    kind, key``."""
+def keyed_pools(
+    costs: pd.DataFrame,
+    external: pd.DataFrame,
+    specs: Specs,
+    billed: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """One pool per (window, shared entry), per (window, external cost) and per (window,
+    shared billed entry), numbered in window and spec order: ``pool, window_start,
+    window_end, spec, amount, rule_id, source, kind, key``."""
     shared = costs[costs["class"] == CostClass.SHARED]
     shared_pools = (
         shared.groupby([*WINDOW, "version", "entry"], sort=True, observed=True)["amount"]
@@ -255,7 +269,11 @@ def keyed_pools(costs: pd.DataFrame, external: pd.DataFrame, specs: Specs) -> pd
         specs.external, on=["version", "external"], how="left"
     )
     columns = [*WINDOW, "spec", "amount", "rule_id", "source", "kind", "key"]
-    pools = pd.concat([shared_pools[columns], external_pools_[columns]], ignore_index=True)
+    parts = [shared_pools[columns], external_pools_[columns]]
+    if billed is not None and not billed.empty:
+        merged = billed.merge(specs.billed, on=["version", "billed"], how="left")
+        parts.append(merged[columns])
+    pools = pd.concat(parts, ignore_index=True)
     pools = pools.astype({"amount": "int64", **_LOOKUP_DTYPES})
     pools = pools.sort_values([*WINDOW, "spec"], kind="mergesort").reset_index(drop=True)
     pools["pool"] = np.arange(len(pools), dtype="int64")
@@ -372,14 +390,23 @@ def plan_allocation(
     *,
     key: Key | None,
     period: Period | None,
+    billed: BilledInputs | None = None,
 ) -> Plan:
-    """Classify the period's costs and build every pool; no usage is needed yet."""
+    """Classify the period's costs and build every pool; no usage is needed yet.
+
+    ``billed`` (``tenantcost.billing``) adds the billed lines outside the clusters: its
+    shared pools join the keyed pools, its other rows (already classified) the cost rows.
+    """
     if key is not None:
         ruleset = ruleset.with_key(key)
     costs, period, cost_windows = select_costs(costs, period)
     costs = assign_versions(costs, ruleset)
     costs = classify_costs(costs, ruleset)
     costs = attach_entries(costs, ruleset)
+    billed_pools = None
+    if billed is not None:
+        costs = _with_billed_rows(costs, billed.rows)
+        billed_pools = billed.pools
 
     external = external_pools(costs.drop_duplicates(WINDOW)[[*WINDOW, "version"]], ruleset)
     specs = spec_tables(ruleset)
@@ -387,7 +414,7 @@ def plan_allocation(
     lines = direct_lines(direct)
     residual, exclusions, unclassified = cost_items(costs)
     tables = SplitTables(
-        pools=keyed_pools(costs, external, specs),
+        pools=keyed_pools(costs, external, specs, billed_pools),
         specs=specs.specs,
         spec_services=specs.services,
         spec_weights=specs.weights,
@@ -409,4 +436,30 @@ def plan_allocation(
         unclassified=unclassified,
         cost_total=checked_total(costs["amount"], "costs"),
         external_total=checked_total(external["amount"], "external costs"),
+        billed_pool_total=(
+            checked_total(billed_pools["amount"], "billed pools") if billed_pools is not None else 0
+        ),
     )
+
+
+class BilledInputs(Protocol):
+    """What a plan takes of the billing side (``tenantcost.billing.BillingRun``)."""
+
+    @property
+    def pools(self) -> pd.DataFrame: ...
+
+    @property
+    def rows(self) -> pd.DataFrame: ...
+
+
+def _with_billed_rows(costs: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """The cost rows and the billed rows (classified already), in one table."""
+    if rows.empty:
+        return costs
+    extra = rows.copy()
+    extra["origin"] = "billing"
+    for column in costs.columns:
+        if column not in extra:
+            extra[column] = "" if costs[column].dtype == object else np.nan
+    extra["entry"] = pd.array([pd.NA] * len(extra), dtype="Int64")
+    return pd.concat([costs, extra[costs.columns]], ignore_index=True)

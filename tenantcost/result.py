@@ -8,6 +8,7 @@ Built by the chunk fold (``tenantcost.engine.fold``) and read by the cascade
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
@@ -55,6 +56,11 @@ class AllocationResult:
     chunks: int = 1
     warnings: list[str] = field(default_factory=list)
     pool_clients: pd.DataFrame = field(default_factory=pd.DataFrame)
+    billed_pool_total: int = 0
+    """Billed lines outside the clusters split as pools (``billed:`` shared entries)."""
+    invoice: dict[str, Any] | None = None
+    """The invoice cascade (``tenantcost.invoice``, as its JSON object) of a run on billing
+    data; ``None`` otherwise."""
 
     def client_totals(self) -> pd.DataFrame:
         """One row per client: ``client, amount`` (sorted by amount desc, then client)."""

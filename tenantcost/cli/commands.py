@@ -79,11 +79,20 @@ def reconcile_command(
     key: KeyOpt = None,
     fmt: TableJsonOpt = "table",
     out: ResponsesOutOpt = None,
+    against: Annotated[
+        str,
+        typer.Option(
+            "--against",
+            help="opencost (default): the cascade on the reference total (effective cost in "
+            "scope + external costs); invoice: the invoice cascade, closing on the billed "
+            "total of the billing data (needs --billing or billing.sources).",
+        ),
+    ] = "opencost",
 ) -> None:
     """Print the reconciliation cascade; exit 1 unless the gap is exactly zero."""
     from tenantcost.cli import run
 
-    run.reconcile(options, key, fmt)
+    run.reconcile(options, key, fmt, against)
 
 
 @command("report")

@@ -57,7 +57,7 @@ def export_focus(options: RunOptions, out: Path, grain_text: str, version_text: 
         chunk_progress("allocating") as progress,
     ):
         result = allocate_stream(
-            run.inputs.costs,
+            run.inputs.allocation_costs,
             run.inputs.usage,
             run.inputs.ruleset,
             period=run.period,
@@ -68,6 +68,7 @@ def export_focus(options: RunOptions, out: Path, grain_text: str, version_text: 
             con=run.inputs.con,
             engine=run.engine,
             lines_sink=sink,
+            billed=run.inputs.billing,
         )
         clients = sink.collect()
     require_closed(cascade(result))

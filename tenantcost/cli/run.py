@@ -28,6 +28,7 @@ from tenantcost.config.rules import RuleSet, load_rules
 from tenantcost.engine import Engine
 from tenantcost.errors import InputError
 from tenantcost.inputs import Inputs, load_inputs
+from tenantcost.invoice import invoice_cascade
 from tenantcost.progress import chunk_progress
 from tenantcost.reconcile import Cascade, cascade, require_closed
 from tenantcost.split import connect
@@ -36,7 +37,14 @@ from tenantcost.windows import Period, parse_utc
 from tenantcost.writers.compare import compare_document, compare_table
 from tenantcost.writers.files import prepare_out_dir, with_decimal_amount, write_outputs
 from tenantcost.writers.json_output import reconciliation_document, result_json
-from tenantcost.writers.text import cascade_table, clients_table, header, money, sources_table
+from tenantcost.writers.text import (
+    cascade_table,
+    clients_table,
+    header,
+    invoice_table,
+    money,
+    sources_table,
+)
 
 
 def resolve_period(month: str | None, start: str | None, end: str | None) -> Period | None:
@@ -117,7 +125,7 @@ class Run:
         does not close raises :class:`~tenantcost.errors.InternalError`."""
         with chunk_progress("allocating") as progress:
             result = allocate_stream(
-                self.inputs.costs,
+                self.inputs.allocation_costs,
                 self.inputs.usage,
                 self.inputs.ruleset,
                 key=key,
@@ -129,7 +137,9 @@ class Run:
                 rules_origin=str(self.inputs.config),
                 con=self.inputs.con,
                 engine=self.engine,
+                billed=self.inputs.billing,
             )
+        self._with_invoice(result)
         casc = cascade(result)
         return Allocation(result, casc if audit else require_closed(casc))
 
@@ -138,7 +148,7 @@ class Run:
         usage (:func:`tenantcost.allocate.allocate_keys`); every cascade must close."""
         with chunk_progress("allocating") as progress:
             results = allocate_keys(
-                self.inputs.costs,
+                self.inputs.allocation_costs,
                 self.inputs.usage,
                 self.inputs.ruleset,
                 keys=keys,
@@ -149,8 +159,16 @@ class Run:
                 rules_origin=str(self.inputs.config),
                 con=self.inputs.con,
                 engine=self.engine,
+                billed=self.inputs.billing,
             )
+        for r in results:
+            self._with_invoice(r)
         return [Allocation(r, require_closed(cascade(r))) for r in results]
+
+    def _with_invoice(self, result: AllocationResult) -> None:
+        """Attach the invoice cascade to a run on billing data."""
+        if self.inputs.billing is not None:
+            result.invoice = invoice_cascade(result, self.inputs.billing).to_json()
 
 
 def require_config(options: RunOptions) -> Path:
@@ -175,6 +193,8 @@ def opened(options: RunOptions) -> Iterator[Run]:
         step=options.step,
         period=period,
         out=options.out,
+        billing=options.billing,
+        allow_unbilled=options.allow_unbilled,
     )
     with open_engine(options.engine, options.scheduler, options.workers) as engine:
         yield Run(inputs, period, chunk, engine)
@@ -251,13 +271,18 @@ def compare(options: RunOptions, keys: str, fmt: str) -> None:
         typer.echo(compare_table(results))
 
 
-def reconcile(options: RunOptions, key: str | None, fmt: str) -> None:
+def reconcile(options: RunOptions, key: str | None, fmt: str, against: str = "opencost") -> None:
     """``reconcile``: the cascade, audited: exit 1 (not 3) when it does not close."""
     check_format(fmt, ("table", "json"))
+    if against not in ("opencost", "invoice"):
+        raise InputError(f"--against: expected opencost or invoice, got '{against}'")
     with opened(options) as run:
         _responses_saved(run.inputs, options.out)
         allocation = run.allocate(key, audit=True)
     result, casc = allocation.result, allocation.cascade
+    if against == "invoice":
+        _reconcile_invoice(result, fmt)
+        return
     if fmt == "json":
         typer.echo(json.dumps(reconciliation_document(result), indent=2))
     else:
@@ -266,6 +291,28 @@ def reconcile(options: RunOptions, key: str | None, fmt: str) -> None:
         typer.echo(cascade_table(casc, result.currency, _reference_detail(result)))
     if not casc.closes:
         typer.echo(f"error: the cascade does not close: gap {casc.gap} micro-units", err=True)
+        raise typer.Exit(1)
+
+
+def _reconcile_invoice(result: AllocationResult, fmt: str) -> None:
+    """``reconcile --against invoice``: the invoice cascade; exit 1 unless its gap is 0."""
+    invoice = result.invoice
+    if invoice is None:
+        raise InputError(
+            "--against invoice: give the billing data (--billing PATH, or billing.sources in "
+            "the rule file)"
+        )
+    if fmt == "json":
+        typer.echo(json.dumps(invoice, indent=2))
+    else:
+        typer.echo(header(result))
+        typer.echo("")
+        typer.echo(invoice_table(invoice))
+    if invoice["gap"] != 0:
+        typer.echo(
+            f"error: the invoice cascade does not close: gap {invoice['gap']} micro-units",
+            err=True,
+        )
         raise typer.Exit(1)
 
 

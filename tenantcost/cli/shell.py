@@ -86,6 +86,24 @@ UsageOpt = Annotated[
         "repeat for several. Default: sources.usage of the rule file.",
     ),
 ]
+BillingOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--billing",
+        help="Billing data: FOCUS 1.0-1.3 or AWS CUR 2.0 (CSV, gzip CSV or Parquet; a file, a "
+        "folder or a hive dataset); repeat for several. Default: billing.sources of the rule "
+        "file. Costs are then repriced to the billed effective cost and the run closes on the "
+        "invoice (docs/billing-data.md).",
+    ),
+]
+AllowUnbilledOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-unbilled",
+        help="With billing data: keep OpenCost's estimate for periods the billing data does "
+        "not cover yet (marked as an estimate on every output) instead of an error.",
+    ),
+]
 ConfigOpt = Annotated[Path, typer.Option("--config", help="The YAML rule file.")]
 OptionalConfigOpt = Annotated[
     Path | None,
@@ -175,6 +193,8 @@ class RunOptions:
     workers: int | None = None
     chunk: str = "auto"
     out: Path | None = None
+    billing: list[str] | None = None
+    allow_unbilled: bool = False
 
 
 _INPUT_OPTIONS: list[tuple[str, Any, Any]] = [
@@ -185,6 +205,8 @@ _INPUT_OPTIONS: list[tuple[str, Any, Any]] = [
     ("month", MonthOpt, None),
     ("opencost_url", OpenCostUrlOpt, None),
     ("step", StepOpt, None),
+    ("billing", BillingOpt, None),
+    ("allow_unbilled", AllowUnbilledOpt, False),
 ]
 _ENGINE_OPTIONS: list[tuple[str, Any, Any]] = [
     ("engine", EngineOpt, "local"),

@@ -58,9 +58,7 @@ BILLING_MATCH_COLUMNS: tuple[str, ...] = (
 """The FOCUS columns a ``match:`` may select on (text columns every reader provides)."""
 TAGS = "tags"
 
-BilledClass = Literal[
-    "shared", "direct", "idle", "overhead", "reserve", "excluded", "outside"
-]
+BilledClass = Literal["shared", "direct", "idle", "overhead", "reserve", "excluded", "outside"]
 Pattern = str | list[str]
 
 

@@ -15,7 +15,6 @@ from tenantcost.limits import MAX_CONTRACT_WEIGHT
 EVEN = "even"
 
 
-
 class WeightsKey(Strict):
     """A fixed key: each client's weight, for contractual splits (``{weights: {a: 2, b: 1}}``)."""
 
@@ -36,5 +35,3 @@ Key = str | WeightsKey
 def describe_key(key: Key) -> str:
     """A short human label for a key (``requests``, ``even``, ``weights``)."""
     return "weights" if isinstance(key, WeightsKey) else key
-
-

@@ -26,11 +26,11 @@ from pydantic import (
 )
 
 from tenantcost.config.base import Strict
+from tenantcost.config.billing import BilledEntry, Billing
 from tenantcost.config.confidence import ConfidenceThresholds
 from tenantcost.config.cost_model import CostModel
-from tenantcost.config.billing import BilledEntry, Billing
 from tenantcost.config.focus import Focus
-from tenantcost.config.keys import EVEN, Key, WeightsKey, describe_key
+from tenantcost.config.keys import EVEN, Key
 from tenantcost.config.pricing import Pricing
 from tenantcost.config.privacy import Privacy
 from tenantcost.config.sources import OpenCostSource, PrometheusSource
@@ -45,6 +45,8 @@ if TYPE_CHECKING:  # pandas is imported where used: check-config starts without 
 WorkloadClass = Literal["shared", "direct", "idle", "overhead", "reserve", "excluded"]
 MATCH_PROPERTIES: tuple[str, ...] = tuple(COST_PROPERTY_COLUMNS)
 """What a ``match`` may select on: the cost table's property columns (and ``label:<k>``)."""
+
+
 class WorkloadRule(Strict):
     """One classification entry: which cost rows it selects and what happens to them."""
 
@@ -379,9 +381,7 @@ def parse_rules(data: Any, origin: str = "<rules>", base_dir: Path | None = None
             update={
                 "billing": billing.model_copy(
                     update={
-                        "sources": [
-                            p if "://" in p else str(base_dir / p) for p in billing.sources
-                        ]
+                        "sources": [p if "://" in p else str(base_dir / p) for p in billing.sources]
                     }
                 )
             }

@@ -32,7 +32,8 @@ import pandas as pd
 
 from tenantcost.allocate import NO_CLIENT, AllocationResult
 from tenantcost.config.confidence import Band, ConfidenceThresholds
-from tenantcost.config.rules import EVEN, RuleSet, WeightsKey, describe_key
+from tenantcost.config.keys import EVEN, WeightsKey, describe_key
+from tenantcost.config.rules import RuleSet
 from tenantcost.kinds import Cause, LineKind
 from tenantcost.report.display import key_label
 from tenantcost.split import quote

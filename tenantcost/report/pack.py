@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from tenantcost.allocate import NO_CLIENT, AllocationResult
-from tenantcost.config.rules import EVEN, RuleSet, WeightsKey
+from tenantcost.config.keys import EVEN, WeightsKey
+from tenantcost.config.rules import RuleSet
 from tenantcost.engine import Engine
 from tenantcost.errors import InputError
 from tenantcost.inputs import Inputs

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tenantcost.allocate import AllocationResult
-from tenantcost.config.rules import EVEN, Key, RuleVersion, WeightsKey
+from tenantcost.config.keys import EVEN, Key, WeightsKey
+from tenantcost.config.rules import RuleVersion
 from tenantcost.reconcile import exclusion_summary
 from tenantcost.report.display import key_label
 

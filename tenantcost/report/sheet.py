@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tenantcost.config.rules import EVEN
+from tenantcost.config.keys import EVEN
 from tenantcost.reconcile import unattributed_summary
 from tenantcost.report.changes import RuleChange, bridge_notice
 from tenantcost.report.charts import Bar, bar_chart
@@ -47,10 +47,11 @@ from tenantcost.report.statement import StatementView, statement_view
 from tenantcost.timefmt import iso_z
 from tenantcost.writers.json_output import client_lines
 
-KIND_ORDER = {"shared": 0, "external": 1, "direct": 2, "idle": 3}
+KIND_ORDER = {"shared": 0, "billed": 1, "external": 2, "direct": 3, "idle": 4}
 KIND_LABELS = {
     "shared": "shared workload",
     "external": "external cost",
+    "billed": "billed service",
     "direct": "your workload",
     "idle": "distributed idle",
 }
@@ -238,7 +239,7 @@ def _lines(
     amounts, total = format_column([int(line.amount) for line in mine], pack.places)
     out = []
     for line, amount in zip(mine, amounts, strict=True):
-        keyed = line.kind in ("shared", "external")
+        keyed = line.kind in ("shared", "external", "billed")
         basis = unit_basis(str(line.key)) if keyed else None
         rate = "-"
         if basis is not None and line.measure > 0:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tenantcost.config.rules import describe_key
+from tenantcost.config.keys import describe_key
 from tenantcost.kinds import CascadeKind
 from tenantcost.money import MINOR_UNIT_EXPONENT, round_for_display
 from tenantcost.reconcile import cascade, residual_summary, unattributed_summary

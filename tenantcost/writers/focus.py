@@ -106,6 +106,7 @@ METHOD_PREFIX = "tenantcost-"
 RESOURCE_TYPES = {
     LineKind.SHARED: "Shared workload",
     LineKind.EXTERNAL: "External cost",
+    LineKind.BILLED: "Billed service",
     LineKind.DIRECT: "Direct workload",
     LineKind.IDLE: "Idle capacity",
     CostClass.OVERHEAD: "Platform overhead",

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from tenantcost import __version__
-from tenantcost.config.rules import describe_key
+from tenantcost.config.keys import describe_key
 from tenantcost.kinds import LineKind
 from tenantcost.money import MINOR_UNIT_EXPONENT
 from tenantcost.reconcile import (
@@ -169,6 +169,19 @@ def reconciliation_document(result: AllocationResult) -> dict[str, Any]:
             for c in casc.lines
         ],
         "gap": casc.gap,
+        **_invoice_fields(result),
+    }
+
+
+def _invoice_fields(result: AllocationResult) -> dict[str, Any]:
+    """With billing data: ``billed_total``, ``opencost_estimate`` (OpenCost's figure before
+    repricing) and the ``invoice`` cascade; nothing otherwise (documents stay as they were)."""
+    if result.invoice is None:
+        return {}
+    return {
+        "billed_total": result.invoice["billed_total"],
+        "opencost_estimate": result.invoice["opencost_estimate"],
+        "invoice": result.invoice,
     }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from tenantcost.money import MINOR_UNIT_EXPONENT, format_amount
 from tenantcost.reconcile import Cascade
@@ -81,3 +82,57 @@ def cascade_table(casc: Cascade, currency: str, detail: str = "OpenCost + extern
     rows.append(["reference total", money(casc.reference_total), "100.0 %", detail])
     rows.append(["gap", money(casc.gap), "", "closes" if casc.closes else "DOES NOT CLOSE"])
     return render_table(["cascade", f"amount {currency}", "of total", "detail"], rows, {1, 2})
+
+
+def invoice_table(invoice: dict[str, Any]) -> str:
+    """The invoice cascade (``reconcile --against invoice``): its lines, the effective cost
+    in scope after the allocation's own parts, the invoices, the repricing, and the gap."""
+    currency = invoice["currency"]
+    rows: list[list[str]] = []
+    subtotal_after = _last_in_scope(invoice["lines"])
+    for i, line in enumerate(invoice["lines"]):
+        rows.append([str(line["part"]), str(line["name"]), money(int(line["amount"]))])
+        if i == subtotal_after:
+            rows.append(["=", "effective cost in scope", money(int(invoice["effective_in_scope"]))])
+    for inv in invoice["invoices"]:
+        rows.append(["", f"invoice {inv['id']}", money(int(inv["billed_total"]))])
+    rows.append(["=", "invoice total (billed)", money(int(invoice["billed_total"]))])
+    gap = int(invoice["gap"])
+    rows.append(["gap", "closes" if gap == 0 else "DOES NOT CLOSE", money(gap)])
+    table = render_table(["part", "line", f"amount {currency}"], rows, {2})
+    return table + "\n\n" + repricing_table(invoice)
+
+
+def _last_in_scope(lines: list[dict[str, Any]]) -> int:
+    """The index of the last line before the outside lines and the bridge."""
+    last = -1
+    for i, line in enumerate(lines):
+        if line["part"] not in ("outside", "bridge"):
+            last = i
+    return last
+
+
+def repricing_table(invoice: dict[str, Any]) -> str:
+    """Per cluster: OpenCost's estimate, what was billed, and the ratio (estimates marked)."""
+    per: dict[str, list[int]] = {}
+    estimated: set[str] = set()
+    for r in invoice["repricing"]:
+        totals = per.setdefault(str(r["cluster"]), [0, 0, 0])
+        totals[0] += int(r["opencost"])
+        totals[1] += int(r["billed_effective"])
+        totals[2] += 1
+        if r["estimate"]:
+            estimated.add(str(r["cluster"]))
+    rows = [
+        [
+            name or '""',
+            money(o),
+            money(b),
+            f"{b / o:.4f}" if o else "-",
+            f"{n}" + (" (estimates kept)" if name in estimated else ""),
+        ]
+        for name, (o, b, n) in sorted(per.items())
+    ]
+    return render_table(
+        ["cluster", "OpenCost estimate", "billed effective", "ratio", "periods"], rows, {1, 2, 3}
+    )

@@ -1,0 +1,205 @@
+"""A run on billed money: the billing data prepared for the plan and for the invoice cascade.
+
+:func:`prepare_billing` is the one step between reading the billing data
+(``tenantcost.readers.billing``) and planning the allocation (``tenantcost.plan``):
+
+1. group the billed lines once in DuckDB and check them (``tenantcost.billed``);
+2. reprice OpenCost's rows of each cluster to its billed effective cost
+   (``tenantcost.reprice``);
+3. turn the lines outside the clusters into hourly amounts, placed in the cost windows of
+   the allocation period: keyed pools for ``shared`` entries, pre-classified cost rows for
+   the others (and for credited cluster periods);
+4. keep what the invoice cascade needs that the allocation does not produce
+   (``tenantcost.invoice``): billed totals, the bridge, outside lines, unseen and estimated
+   amounts, and what lies outside the allocation period.
+
+Everything keeps the allocation core unchanged downstream: keys, idle, exclusions, direct
+rows, privacy and the existing cascade now run on billed money.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from tenantcost.billed import (
+    BilledTotals,
+    billed_hours,
+    billing_totals,
+    check_classified,
+    group_billing,
+    hours_to_windows,
+)
+from tenantcost.config.rules import RuleSet
+from tenantcost.kinds import CostClass
+from tenantcost.reprice import Repriced, reprice
+from tenantcost.windows import Period, data_period
+
+WINDOW = ["window_start", "window_end"]
+UNCLASSIFIED_REASON = "matches no billed entry"
+BILLED_ROW_COLUMNS = [
+    *WINDOW,
+    "version",
+    "rule_id",
+    "class",
+    "entry_name",
+    "client",
+    "client_from",
+    "reason",
+    "workload",
+    "amount",
+]
+POOL_COLUMNS = [*WINDOW, "version", "billed", "amount"]
+
+
+@dataclass(frozen=True)
+class BillingRun:
+    """The billing side of one run (all amounts int64 micro-units).
+
+    * ``costs``: the cost rows, repriced (``amount``; ``opencost_amount`` keeps OpenCost's);
+    * ``pools``: billed shared pools per (window, version, entry) in the period;
+    * ``rows``: pre-classified billed cost rows in the period (``BILLED_ROW_COLUMNS``);
+    * ``repricing``: per cluster and period, OpenCost's figure and the billed one;
+    * ``totals``: billed total, invoices, bridge and outside lines;
+    * ``unseen``, ``estimate``: in the period; ``outside_period``: effective cost billed for
+      hours outside the allocation period; ``rounded_effective``: Σ of every rounded group
+      (B per period, billed entry groups), for the cascade's ``rounding`` line;
+    * ``opencost_estimate``: OpenCost's own total of the period's rows, before repricing.
+    """
+
+    costs: pd.DataFrame
+    pools: pd.DataFrame
+    rows: pd.DataFrame
+    repricing: pd.DataFrame
+    totals: BilledTotals
+    unseen: int
+    estimate: int
+    outside_period: int
+    rounded_effective: int
+    opencost_estimate: int
+    origin: str
+
+
+def _in(period: Period, times: pd.Series) -> pd.Series:
+    return (times >= period.start) & (times < period.end)
+
+
+def _entry_table(ruleset: RuleSet) -> pd.DataFrame:
+    rows = [
+        (v, j, str(b.class_), b.label, b.reason or "", r.id)
+        for v, r in enumerate(ruleset.rules)
+        for j, b in enumerate(r.billed)
+    ]
+    return pd.DataFrame(
+        rows, columns=["version", "entry", "class", "entry_name", "reason", "rule_id"]
+    ).astype({"version": "int64", "entry": "int64"})
+
+
+def _placed(
+    hours: pd.DataFrame, ruleset: RuleSet, period: Period, cost_windows: pd.DataFrame
+) -> pd.DataFrame:
+    """The period's billed hours with their window and entry (class, name, reason)."""
+    inside = hours[_in(period, hours["hour"])].copy()
+    inside["window_start"], inside["window_end"] = hours_to_windows(inside["hour"], cost_windows)
+    inside = inside.merge(_entry_table(ruleset), on=["version", "entry"], how="left")
+    unmatched = inside["class"].isna()
+    inside.loc[unmatched, "class"] = str(CostClass.UNCLASSIFIED)
+    inside.loc[unmatched, "entry_name"] = "billed: " + inside.loc[unmatched, "service"].astype(str)
+    inside.loc[unmatched, "reason"] = UNCLASSIFIED_REASON
+    ids = {v: r.id for v, r in enumerate(ruleset.rules)}
+    inside["rule_id"] = inside["version"].map(ids)
+    return inside
+
+
+def _pools(placed: pd.DataFrame) -> pd.DataFrame:
+    shared = placed[placed["class"] == CostClass.SHARED]
+    grouped = shared.groupby([*WINDOW, "version", "entry"], sort=True)["amount"].sum()
+    out = grouped.reset_index().rename(columns={"entry": "billed"})
+    return out.astype({"version": "int64", "billed": "int64", "amount": "int64"})[POOL_COLUMNS]
+
+
+def _rows(placed: pd.DataFrame, credited: pd.DataFrame) -> pd.DataFrame:
+    others = placed[placed["class"] != CostClass.SHARED]
+    keys = [*WINDOW, "version", "rule_id", "class", "entry_name", "client", "reason"]
+    grouped = others.groupby(keys, sort=True, dropna=False)["amount"].sum().reset_index()
+    frame = pd.concat([grouped, credited], ignore_index=True)
+    frame["client"] = frame["client"].where(frame["class"] == CostClass.DIRECT, "")
+    frame["client_from"] = ""
+    frame["workload"] = frame["entry_name"]
+    return frame.astype({"version": "int64", "amount": "int64"})[BILLED_ROW_COLUMNS]
+
+
+def _credited_rows(
+    repriced: Repriced, ruleset: RuleSet, period: Period, cost_windows: pd.DataFrame
+) -> pd.DataFrame:
+    spread = repriced.spread
+    picked = spread[(spread["kind"] == "credited") & _in(period, spread["hour"])].copy()
+    picked["window_start"], picked["window_end"] = hours_to_windows(picked["hour"], cost_windows)
+    picked["version"] = ruleset.version_index(picked["window_start"]).to_numpy()
+    picked["rule_id"] = picked["version"].map({v: r.id for v, r in enumerate(ruleset.rules)})
+    picked["class"] = str(CostClass.OVERHEAD)
+    picked["entry_name"] = "credited: " + picked["cluster"].astype(str)
+    picked["client"] = ""
+    picked["reason"] = "billed cost of the cluster was credited in this period"
+    keys = [*WINDOW, "version", "rule_id", "class", "entry_name", "client", "reason"]
+    return picked.groupby(keys, sort=True)["amount"].sum().reset_index()
+
+
+def prepare_billing(
+    costs: pd.DataFrame,
+    con: duckdb.DuckDBPyConnection,
+    view: str,
+    ruleset: RuleSet,
+    *,
+    period: Period | None,
+    allow_unbilled: bool = False,
+    origin: str = "billing",
+) -> BillingRun:
+    """Group, check and place the billing data of one run (the module's steps)."""
+    group_billing(con, view, ruleset)
+    check_classified(con, view, ruleset, origin)
+    period = period or data_period(costs)
+    repriced = reprice(costs, con, ruleset, allow_unbilled=allow_unbilled)
+    rows_in = _in(period, repriced.costs["window_start"])
+    in_costs = repriced.costs[rows_in]
+    cost_windows = in_costs.drop_duplicates(WINDOW)[WINDOW]
+    hours = billed_hours(con, ruleset)
+    placed = _placed(hours.hours, ruleset, period, cost_windows)
+    spread = repriced.spread
+    estimate_rows = _estimate_mask(repriced)
+    return BillingRun(
+        costs=repriced.costs,
+        pools=_pools(placed),
+        rows=_rows(placed, _credited_rows(repriced, ruleset, period, cost_windows)),
+        repricing=repriced.repricing,
+        totals=billing_totals(con, ruleset),
+        unseen=int(
+            spread.loc[(spread["kind"] == "unseen") & _in(period, spread["hour"]), "amount"].sum()
+        ),
+        estimate=int(repriced.costs.loc[rows_in & estimate_rows, "amount"].sum()),
+        outside_period=int(
+            hours.hours.loc[~_in(period, hours.hours["hour"]), "amount"].sum()
+            + spread.loc[~_in(period, spread["hour"]), "amount"].sum()
+            + repriced.costs.loc[~rows_in & ~estimate_rows, "amount"].sum()
+        ),
+        rounded_effective=repriced.billed_effective + hours.rounded,
+        opencost_estimate=int(in_costs["opencost_amount"].sum()),
+        origin=origin,
+    )
+
+
+def _estimate_mask(repriced: Repriced) -> pd.Series:
+    """The cost rows kept at OpenCost's estimate (periods without billed lines)."""
+    est = repriced.repricing[repriced.repricing["estimate"]]
+    costs = repriced.costs
+    mask = np.zeros(len(costs), dtype=bool)
+    for row in est.itertuples(index=False):  # one pass per unbilled period: few
+        mask |= (
+            (costs["cluster"] == row.cluster)
+            & (costs["window_start"] >= row.period_start)
+            & (costs["window_start"] < row.period_end)
+        ).to_numpy()
+    return pd.Series(mask, index=costs.index)
