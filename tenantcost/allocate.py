@@ -221,6 +221,7 @@ def allocate(
     period: Period | None = None,
     rules_origin: str = "<rules>",
     usage_origin: str = "usage",
+    billed: BilledInputs | None = None,
 ) -> AllocationResult:
     """Allocate the cost table over clients with an in-memory usage table; window-level lines.
 
@@ -240,4 +241,5 @@ def allocate(
         detail=Detail.WINDOW,
         chunk=WHOLE_PERIOD,  # the usage is already in memory: one chunk
         rules_origin=rules_origin,
+        billed=billed,
     )

@@ -36,7 +36,7 @@ def test_members_are_their_strings() -> None:
         "direct workload without client property",
     ]
     assert [str(c) for c in RESIDUAL_CLASSES] == ["idle", "overhead", "reserve"]
-    assert set(KEYED_KINDS) == {"shared", "external"}
+    assert set(KEYED_KINDS) == {"shared", "external", "billed"}
 
 
 def test_cost_classes_are_the_rule_file_classes_plus_unclassified() -> None:
