@@ -27,11 +27,13 @@ from pydantic import (
 )
 
 from tenantcost.config.base import Strict
+from tenantcost.config.billing import BilledEntry, Billing
 from tenantcost.config.confidence import ConfidenceThresholds
 from tenantcost.config.cost_model import CostModel
-from tenantcost.config.billing import BilledEntry, Billing
 from tenantcost.config.focus import Focus
-from tenantcost.config.keys import EVEN, Key, WeightsKey, describe_key
+from tenantcost.config.keys import EVEN, Key
+from tenantcost.config.keys import WeightsKey as WeightsKey  # re-exported for the report
+from tenantcost.config.keys import describe_key as describe_key
 from tenantcost.config.pricing import Pricing
 from tenantcost.config.privacy import Privacy
 from tenantcost.config.sources import OpenCostSource, PrometheusSource
