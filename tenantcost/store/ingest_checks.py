@@ -14,9 +14,10 @@ lock, with what the store holds at that moment:
   (a weekly window from 2026-10-29, say) would count in no month: refused, for costs too.
 * **Rule versions.** Where stored rule versions are in force for a window, a service that
   none of them names (no shared workload of theirs has it, no billed entry lists it in its
-  ``services``, and externals split only over shared services) is refused: its usage would be ignored and ``run`` refuses it. Where no stored
-  version is in force yet (no rules loaded, or hours before the first version), the batch is
-  accepted with one warning (:attr:`StoreView.warnings`).
+  ``services``, and externals split only over shared services) is refused: its usage
+  would be ignored and ``run`` refuses it. Where no stored version is in force yet (no
+  rules loaded, or hours before the first version), the batch is accepted with one warning
+  (:attr:`StoreView.warnings`).
 * **Key columns.** ``run`` checks every stored version's keys against the usage's metric
   columns, so a batch without a column some stored version splits by is refused.
 * **Overlapping usage windows.** Two different windows of one service that overlap (an hourly
