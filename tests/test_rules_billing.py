@@ -194,6 +194,19 @@ def test_a_mistake_is_one_line_with_its_rule_path(
     assert "Value error" not in line and "Input should be a valid dictionary" not in line
 
 
+def test_a_workloads_name_clash_names_its_path_too() -> None:
+    """The version-level name check words workloads' clashes the same way (one formatter)."""
+    doc = base()
+    doc["rules"][0]["workloads"].append(
+        {"match": {"namespace": "x"}, "class": "shared", "service": "api", "key": "requests"}
+    )
+    with pytest.raises(InputError) as caught:
+        parse_rules(doc, origin="rules.yaml")
+    assert str(caught.value).startswith(
+        "rules.yaml, rules[0].workloads[2].name: 'api' already labels workloads[0]"
+    )
+
+
 def test_check_config_exits_2_with_the_line(tmp_path: Path) -> None:
     doc = base()
     billed(doc, 1).update({"class": "outside"})
