@@ -313,3 +313,41 @@ def test_the_client_id_rule_is_the_same_in_pandas_and_in_duckdb(ids: list[str]) 
     con.register("ids", pd.DataFrame({"client": pd.Series(ids, dtype="str")}))
     found = con.execute(f"SELECT {bad_client_id_sql('client')} FROM ids").fetchall()
     assert [bool(r[0]) for r in found] == expected
+
+
+# --------------------------------------------------------------------------- billed services
+
+BILLED = """    billed:
+      - match: {ServiceName: Amazon Relational Database Service}
+        class: shared
+        key: requests
+        services: [database]
+"""
+
+
+def test_a_service_only_a_billed_entry_names_is_accepted(tmp_path: Path) -> None:
+    """Issue 21: the usage of `billed[].services` splits billed pools, so a stored rule
+    version that names a service only there makes its usage known (SQLite: the check reads
+    the stored version's content, the same on both backends)."""
+    text = (EXAMPLE / "rules.yaml").read_text(encoding="utf-8")
+    assert text.endswith("    unmatched: error\n")
+    rules = write(tmp_path / "rules.yaml", text + BILLED)
+    store = ("--db", f"sqlite:///{tmp_path / 'store.db'}", "--data", str(tmp_path / "data"))
+    for args in (("db", "upgrade"), ("rules", "load", str(rules))):
+        done = invoke(*args, *store)
+        assert done.exit_code == 0, done.output
+    database = rec("2026-11-04T10:00:00Z", "2026-11-04T11:00:00Z", "database")
+    done = invoke("ingest", "usage", "--usage",
+                  str(usage_csv(tmp_path / "database.csv", [GOOD, database])), *store)  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert done.stderr == "" and done.stdout.startswith("usage: batch ")
+    cache = database | {"service": "cache"}  # named by no workload and no billed entry
+    done = invoke("ingest", "usage", "--usage",
+                  str(usage_csv(tmp_path / "cache.csv", [cache])), *store)  # fmt: skip
+    assert done.exit_code == 2, done.output
+    assert done.stderr.startswith(
+        f"error: {tmp_path / 'cache.csv'}, row 2, column 'service': service 'cache' is not "
+        "named by any shared workload or billed entry of the rule version(s) in force for "
+        "window [2026-11-04T10:00:00+00:00, 2026-11-04T11:00:00+00:00) ('saas-2026-11': "
+        "api, import-worker, database)"
+    ), done.stderr

@@ -47,7 +47,7 @@ rules:
 
 
 def _line(**values: Any) -> dict[str, Any]:
-    start, end = hour(values.pop("h", 0))
+    start, _end = hour(values.pop("h", 0))
     hours = values.pop("hours", 1)
     row: dict[str, Any] = {c: "" for c in BILLING_MATCH_COLUMNS}
     row.update(
@@ -211,7 +211,7 @@ def test_daily_billing_prices_the_day_and_a_cut_period_keeps_the_price() -> None
     from tenantcost.windows import Period
 
     cut = Period(hour(0)[0], hour(6)[0])
-    result, billing_cut, invoice_cut = run(day, cost, use, period=cut)
+    _result, billing_cut, invoice_cut = run(day, cost, use, period=cut)
     assert billing_cut.costs["amount"].iloc[:3].tolist() == first  # same price when cut
     assert invoice_cut.gap == 0
     assert parts(invoice_cut)[("bridge", "outside the period")] == 1_200_000 * 18 // 24
@@ -220,7 +220,7 @@ def test_daily_billing_prices_the_day_and_a_cut_period_keeps_the_price() -> None
 def test_unbilled_hours_are_an_error_or_an_estimate() -> None:
     with pytest.raises(InputError, match="no billed line in .*allow-unbilled"):
         run([node(0, "0.4")])
-    result, billing, invoice = run([node(0, "0.4")], allow_unbilled=True)
+    _result, billing, invoice = run([node(0, "0.4")], allow_unbilled=True)
     assert invoice.gap == 0
     assert parts(invoice)[("estimate", "OpenCost estimate")] == -500_000
     assert list(billing.repricing["estimate"]) == [False, True]
@@ -228,7 +228,7 @@ def test_unbilled_hours_are_an_error_or_an_estimate() -> None:
 
 def test_credited_and_unseen_periods() -> None:
     lines = [node(0, "-0.1"), node(1, "0.4"), node(5, "0.3")]
-    result, billing, invoice = run(lines)
+    result, _billing, invoice = run(lines)
     assert invoice.gap == 0
     assert parts(invoice)[("unseen", "billed, not seen by OpenCost")] == 0  # hour 5: outside
     assert parts(invoice)[("bridge", "outside the period")] == 300_000
@@ -272,7 +272,7 @@ def billing_lines(draw: st.DrawFn) -> list[dict[str, Any]]:
     for _ in range(draw(st.integers(0, 8))):
         service = draw(SERVICES)
         tags = (
-            '{"tenant": "%s"}' % draw(st.sampled_from(["a", "b", "c", ""]))
+            '{{"tenant": "{}"}}'.format(draw(st.sampled_from(["a", "b", "c", ""])))
             if (service == "Storage")
             else "{}"
         )
@@ -296,7 +296,7 @@ def billing_lines(draw: st.DrawFn) -> list[dict[str, Any]]:
 def test_the_invoice_closes_for_any_billing_data_in_any_order(
     lines: list[dict[str, Any]], rnd: Any
 ) -> None:
-    result, billing, invoice = run(lines)
+    result, _billing, invoice = run(lines)
     assert invoice.gap == 0
     assert abs(parts(invoice)[("bridge", "rounding")]) * 2 <= len(lines) + 8
     exact = sum(Decimal(line["BilledCost"]) for line in lines)

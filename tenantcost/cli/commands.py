@@ -7,8 +7,9 @@ command, so ``tenantcost --help`` and ``check-config`` start in a fraction of a 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -30,6 +31,9 @@ from tenantcost.cli.shell import (
     user_errors,
 )
 from tenantcost.cli.store import DataOpt, DbOpt, SettingsOpt
+
+if TYPE_CHECKING:
+    from tenantcost.config.billing import Billing
 
 TableJsonOpt = Annotated[str, typer.Option("--format", help="table (default) or json.")]
 
@@ -233,8 +237,6 @@ def check_config_command(
     usage: UsageOpt = None,
 ) -> None:
     """Validate a rule file (and, with --usage, its keys and services against the data)."""
-    from collections import Counter
-
     from tenantcost.config.rules import load_rules
 
     ruleset = load_rules(config)
@@ -243,14 +245,40 @@ def check_config_command(
 
         check_usage(ruleset, config, usage)
     for version in ruleset.rules:
-        counts = Counter(w.class_ for w in version.workloads).most_common()
-        summary = ", ".join(f"{n} {c}" for c, n in counts)
         typer.echo(
             f"{version.id}: from {version.effective_from.date()}, {len(version.workloads)} "
-            f"workload entries ({summary}), {len(version.external)} external, idle "
-            f"{version.idle}, unmatched {version.unmatched}"
+            f"workload entries ({_class_counts(w.class_ for w in version.workloads)}), "
+            f"{len(version.external)} external, idle {version.idle}, unmatched "
+            f"{version.unmatched}"
         )
+        if version.billed:
+            services = ", ".join(version.billed_services) or "none"
+            typer.echo(
+                f"  billed: {len(version.billed)} entries "
+                f"({_class_counts(b.class_ for b in version.billed)}), split over services "
+                f"{services}, unmatched_billed {version.unmatched_billed}"
+            )
+    if ruleset.billing is not None:
+        typer.echo(_billing_summary(ruleset.billing))
     typer.echo(f"{config}: ok ({len(ruleset.rules)} rule version(s), currency {ruleset.currency})")
+
+
+def _class_counts(classes: Iterable[str]) -> str:
+    """``6 shared, 2 direct``: entries per class, most frequent first."""
+    from collections import Counter
+
+    return ", ".join(f"{n} {c}" for c, n in Counter(classes).most_common())
+
+
+def _billing_summary(billing: Billing) -> str:
+    """check-config's line for the ``billing:`` section: what a run with billing will read."""
+    named = [(c.name or '""', c.costs_from) for c in billing.clusters]  # "": rows without one
+    clusters = ", ".join(f"{name} ({costs})" for name, costs in named) or "none"
+    sources = ", ".join(billing.sources) or "none (give --billing)"
+    return (
+        f"billing: clusters {clusters}; sources {sources}; focus_allocations "
+        f"{billing.focus_allocations}"
+    )
 
 
 @command("schema")

@@ -63,31 +63,52 @@ Pattern = str | list[str]
 
 
 def _check_patterns(where: str, value: Any) -> None:
+    """``where`` starts the message: the formatter turns a leading ``word: `` into a path."""
     if isinstance(value, list):
         if not value:
             raise ValueError(f"{where}: empty list matches nothing")
         if not all(isinstance(v, str) for v in value):
-            raise ValueError(f"{where}: expected a text pattern or a list of them")
+            raise ValueError(f"{where}: expected a text pattern or a list of them, got {value!r}")
     elif not isinstance(value, str):
         raise ValueError(f"{where}: expected a text pattern or a list of them, got {value!r}")
+
+
+def _check_tags(value: Any) -> None:
+    """``tags:``: a non-empty mapping of tag key to pattern. A tag pattern needs the tag to be
+    present and non-empty, so an empty pattern could never hold: refused, not left to match
+    nothing."""
+    if not isinstance(value, dict):
+        raise ValueError(f"tags: expected a mapping of tag key to pattern, got {value!r}")
+    if not value:
+        raise ValueError("tags: an empty mapping names no tag; give {tag key: pattern}")
+    for tag, pattern in value.items():
+        if not isinstance(tag, str) or not tag:
+            raise ValueError(f"tags: tag keys must be non-empty text, got {tag!r}")
+        _check_patterns(f"tags: tag '{tag}'", pattern)
+        if "" in ([pattern] if isinstance(pattern, str) else pattern):
+            raise ValueError(
+                f"tags: tag '{tag}': an empty pattern matches no line (a tag must be present "
+                "and non-empty); use '*' for any value"
+            )
+
+
+def _where(column: str) -> str:
+    """A column the formatter can take as a path step (``ServiceName: ...`` becomes
+    ``match.ServiceName``); anything else is named inside the message only."""
+    return f"{column}: " if column.replace("_", "").isalpha() else ""
 
 
 def check_match(value: dict[str, Any]) -> dict[str, Any]:
     """A billed ``match:``: known FOCUS columns and ``tags:``; each a pattern or a list."""
     for column, pattern in value.items():
         if column == TAGS:
-            if not isinstance(pattern, dict) or not pattern:
-                raise ValueError("tags: expected a mapping of tag key to pattern")
-            for tag, tag_pattern in pattern.items():
-                if not isinstance(tag, str) or not tag:
-                    raise ValueError("tags: tag keys must be non-empty text")
-                _check_patterns(f"tags.{tag}", tag_pattern)
+            _check_tags(pattern)
             continue
         if column not in BILLING_MATCH_COLUMNS:
             raise ValueError(
-                f"{column}: unknown FOCUS column '{column}'"
-                f"{did_you_mean(column, BILLING_MATCH_COLUMNS)}; columns are "
-                f"{', '.join(BILLING_MATCH_COLUMNS)} and tags"
+                f"{_where(column)}unknown FOCUS column '{column}'"
+                f"{did_you_mean(column, (*BILLING_MATCH_COLUMNS, TAGS), ignore_case=True)}; "
+                f"columns are {', '.join(BILLING_MATCH_COLUMNS)} and tags"
             )
         _check_patterns(column, pattern)
     return value
@@ -130,6 +151,16 @@ class BilledEntry(Strict):
     @classmethod
     def _known_columns(cls, value: dict[str, Any]) -> dict[str, Any]:
         return check_match(value)
+
+    @field_validator("client_from", mode="before")
+    @classmethod
+    def _tag_mapping(cls, value: Any) -> Any:
+        # A workload's client_from is a property name; a billed line's is a tag: say so.
+        if value is None or isinstance(value, dict | ClientFrom):
+            return value
+        raise ValueError(
+            f"expected {{tag: <tag key>}} (the tag whose value names the client), got {value!r}"
+        )
 
     @model_validator(mode="after")
     def _fields_fit_class(self) -> BilledEntry:

@@ -11,6 +11,7 @@ offending value, for example ``rules[0].workloads[2].reason: required for class 
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -216,7 +217,7 @@ class RuleVersion(Strict):
             if b.label in seen:
                 raise ValueError(
                     f"billed[{j}].name: '{b.label}' already labels {seen[b.label]}; give the "
-                    "entry a distinct name:"
+                    "entry a distinct name"
                 )
             seen[b.label] = f"billed[{j}]"
         return self
@@ -313,6 +314,10 @@ class RuleSet(Strict):
         return self.model_copy(update={"rules": versions})
 
 
+_RELATIVE_PATH = re.compile(r"[a-z_]+\[\d+\](\.[a-z_]+)*")
+"""A path below the validated value that a message may start with (``workloads[2].name``)."""
+
+
 def _format_loc(loc: tuple[int | str, ...]) -> str:
     path = ""
     for part in loc:
@@ -363,6 +368,8 @@ def _format_validation_error(exc: ValidationError) -> tuple[str, str]:
             return f"{loc}{head}", rest
         if " " not in head:
             return f"{loc}.{head}" if loc else head, rest
+    if sep and _RELATIVE_PATH.fullmatch(head):  # a version's check names an entry: billed[0].name
+        return f"{loc}.{head}" if loc else head, rest
     return loc or "(top level)", msg
 
 
@@ -431,10 +438,11 @@ def check_against_usage(
 ) -> None:
     """Check the rules against the usage data's columns and services.
 
-    Errors (``InputError``): a key naming a column the usage data lacks; a usage service that no
-    shared workload of any rule version names (its usage would be silently ignored).
-    Warning: a shared workload whose service never appears in the usage data (its cost will be
-    reported as unattributed).
+    Errors (``InputError``): a key naming a column the usage data lacks (workloads', externals'
+    and billed entries' keys); a usage service that no shared workload and no billed entry's
+    ``services`` of any rule version names (its usage would be silently ignored).
+    Warning: a shared workload's service, or a service of ``billed[].services``, that never
+    appears in the usage data (its cost will be reported as unattributed).
     """
     columns = ", ".join(metrics) if metrics else "(none)"
     for i, version in enumerate(ruleset.rules):
@@ -465,8 +473,25 @@ def check_against_usage(
             file=usage_origin,
             column="service",
         )
+    shared = {s for version in ruleset.rules for s in version.shared_services}
     for service in sorted(named - set(services)):
-        warn(
-            f"{origin}: shared service '{service}' never appears in the usage data; "
-            "its cost is reported as unattributed"
-        )
+        if service in shared:
+            warn(
+                f"{origin}: shared service '{service}' never appears in the usage data; "
+                "its cost is reported as unattributed"
+            )
+        else:
+            warn(
+                f"{origin}, {_billed_services_path(ruleset, service)}: service '{service}' "
+                "never appears in the usage data; a billed pool without usage of its services "
+                "is unattributed"
+            )
+
+
+def _billed_services_path(ruleset: RuleSet, service: str) -> str:
+    """The rule path of the first ``billed[].services`` naming ``service``."""
+    for i, version in enumerate(ruleset.rules):
+        for j, entry in enumerate(version.billed):
+            if service in (entry.services or []):
+                return f"rules[{i}].billed[{j}].services"
+    return "billed[].services"

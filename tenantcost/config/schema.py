@@ -48,6 +48,39 @@ class _RuleFileSchema(GenerateJsonSchema):
         return {"$schema": SCHEMA_DIALECT, **out}
 
 
+_PATTERN: dict[str, Any] = {
+    "anyOf": [
+        {"type": "string"},
+        {"items": {"type": "string"}, "minItems": 1, "type": "array"},
+    ],
+    "description": "A `*` glob, or a list of globs any of which may hold.",
+}
+
+
+def _billed_match(*, min_properties: int) -> dict[str, Any]:
+    """A billed ``match:`` as ``check_match`` accepts it: the FOCUS columns spelled as in the
+    specification, and ``tags:``. The model types it as a plain mapping (the columns are
+    checked by name, with a "did you mean"), so the schema spells the columns out here, for
+    completion in editors."""
+    from tenantcost.config.billing import BILLING_MATCH_COLUMNS, TAGS
+
+    columns: dict[str, Any] = {c: {"$ref": "#/$defs/BilledPattern"} for c in BILLING_MATCH_COLUMNS}
+    columns[TAGS] = {
+        "additionalProperties": {"$ref": "#/$defs/BilledPattern"},
+        "description": "Tag key -> pattern; the tag must be present and non-empty.",
+        "minProperties": 1,
+        "type": "object",
+    }
+    return {
+        "additionalProperties": False,
+        "description": "FOCUS column (or tags) -> pattern; every key must hold.",
+        "minProperties": min_properties,
+        "properties": columns,
+        "title": "Match",
+        "type": "object",
+    }
+
+
 def rules_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a rule file, deterministic for a given tenantcost."""
     from tenantcost.config.rules import RuleSet  # the models only when a schema is asked for
@@ -56,4 +89,9 @@ def rules_schema() -> dict[str, Any]:
     schema["title"] = SCHEMA_TITLE
     version = schema["$defs"]["RuleVersion"]["properties"]
     version["effective_from"] = dict(_DATE_OR_TIME)
+    defs = schema["$defs"]
+    defs["BilledPattern"] = dict(_PATTERN)
+    defs["BilledEntry"]["properties"]["match"] = _billed_match(min_properties=0)
+    defs["BillingCluster"]["properties"]["match"] = _billed_match(min_properties=1)
+    schema["$defs"] = dict(sorted(defs.items()))
     return schema

@@ -13,10 +13,11 @@ lock, with what the store holds at that moment:
 * **Months.** ``run`` reads a month's windows whole, so a window across a UTC month boundary
   (a weekly window from 2026-10-29, say) would count in no month: refused, for costs too.
 * **Rule versions.** Where stored rule versions are in force for a window, a service that
-  none of them names (no shared workload of theirs has it, and externals split only over
-  those) is refused: its usage would be ignored and ``run`` refuses it. Where no stored
-  version is in force yet (no rules loaded, or hours before the first version), the batch is
-  accepted with one warning (:attr:`StoreView.warnings`).
+  none of them names (no shared workload of theirs has it, no billed entry lists it in its
+  ``services``, and externals split only over shared services) is refused: its usage
+  would be ignored and ``run`` refuses it. Where no stored version is in force yet (no
+  rules loaded, or hours before the first version), the batch is accepted with one warning
+  (:attr:`StoreView.warnings`).
 * **Key columns.** ``run`` checks every stored version's keys against the usage's metric
   columns, so a batch without a column some stored version splits by is refused.
 * **Overlapping usage windows.** Two different windows of one service that overlap (an hourly
@@ -60,7 +61,8 @@ class StoredVersion:
     rule_id: str
     effective_from: pd.Timestamp
     services: tuple[str, ...]
-    """The services its shared workloads name (its externals split over these only)."""
+    """The services its usage splits (``RuleVersion.known_services``): its shared workloads'
+    (its externals split over these only), then its billed entries' ``services``."""
     key_columns: tuple[tuple[str, str], ...]
     """``(path, column)`` of each key naming a usage column."""
 
@@ -206,7 +208,7 @@ class StoreView:
         file, place = split_origin(where)
         raise InputError(
             f"service '{cell.key}'{did_you_mean(str(cell.key), known)} is not named by any "
-            f"shared workload of the rule version(s) in force for window "
+            f"shared workload or billed entry of the rule version(s) in force for window "
             f"{window_text(cell.window_start, cell.window_end)} ({shown}); its usage would "
             "be ignored and `run` would refuse it: correct the service, or load a rule version "
             "that names it first",
