@@ -218,7 +218,7 @@ def test_daily_billing_prices_the_day_and_a_cut_period_keeps_the_price() -> None
 
 
 def test_unbilled_hours_are_an_error_or_an_estimate() -> None:
-    with pytest.raises(InputError, match="no billed line in .*allow-unbilled"):
+    with pytest.raises(InputError, match=r"no billed line in .*allow-unbilled"):
         run([node(0, "0.4")])
     _result, billing, invoice = run([node(0, "0.4")], allow_unbilled=True)
     assert invoice.gap == 0
