@@ -27,21 +27,64 @@ from pathlib import Path
 from typing import Any
 
 FOCUS_12_COLUMNS: tuple[str, ...] = (
-    "AvailabilityZone", "BilledCost", "BillingAccountId", "BillingAccountName",
-    "BillingAccountType", "BillingCurrency", "BillingPeriodEnd", "BillingPeriodStart",
-    "CapacityReservationId", "CapacityReservationStatus", "ChargeCategory", "ChargeClass",
-    "ChargeDescription", "ChargeFrequency", "ChargePeriodEnd", "ChargePeriodStart",
-    "CommitmentDiscountCategory", "CommitmentDiscountId", "CommitmentDiscountName",
-    "CommitmentDiscountQuantity", "CommitmentDiscountStatus", "CommitmentDiscountType",
-    "CommitmentDiscountUnit", "ConsumedQuantity", "ConsumedUnit", "ContractedCost",
-    "ContractedUnitPrice", "EffectiveCost", "InvoiceId", "InvoiceIssuerName", "ListCost",
-    "ListUnitPrice", "PricingCategory", "PricingCurrency", "PricingCurrencyContractedUnitPrice",
-    "PricingCurrencyEffectiveCost", "PricingCurrencyListUnitPrice", "PricingQuantity",
-    "PricingUnit", "ProviderName", "PublisherName", "RegionId", "RegionName", "ResourceId",
-    "ResourceName", "ResourceType", "ServiceCategory", "ServiceName", "ServiceSubcategory",
-    "SkuId", "SkuMeter", "SkuPriceDetails", "SkuPriceId", "SubAccountId", "SubAccountName",
-    "SubAccountType", "Tags",
-)  # fmt: skip
+    "AvailabilityZone",
+    "BilledCost",
+    "BillingAccountId",
+    "BillingAccountName",
+    "BillingAccountType",
+    "BillingCurrency",
+    "BillingPeriodEnd",
+    "BillingPeriodStart",
+    "CapacityReservationId",
+    "CapacityReservationStatus",
+    "ChargeCategory",
+    "ChargeClass",
+    "ChargeDescription",
+    "ChargeFrequency",
+    "ChargePeriodEnd",
+    "ChargePeriodStart",
+    "CommitmentDiscountCategory",
+    "CommitmentDiscountId",
+    "CommitmentDiscountName",
+    "CommitmentDiscountQuantity",
+    "CommitmentDiscountStatus",
+    "CommitmentDiscountType",
+    "CommitmentDiscountUnit",
+    "ConsumedQuantity",
+    "ConsumedUnit",
+    "ContractedCost",
+    "ContractedUnitPrice",
+    "EffectiveCost",
+    "InvoiceId",
+    "InvoiceIssuerName",
+    "ListCost",
+    "ListUnitPrice",
+    "PricingCategory",
+    "PricingCurrency",
+    "PricingCurrencyContractedUnitPrice",
+    "PricingCurrencyEffectiveCost",
+    "PricingCurrencyListUnitPrice",
+    "PricingQuantity",
+    "PricingUnit",
+    "ProviderName",
+    "PublisherName",
+    "RegionId",
+    "RegionName",
+    "ResourceId",
+    "ResourceName",
+    "ResourceType",
+    "ServiceCategory",
+    "ServiceName",
+    "ServiceSubcategory",
+    "SkuId",
+    "SkuMeter",
+    "SkuPriceDetails",
+    "SkuPriceId",
+    "SubAccountId",
+    "SubAccountName",
+    "SubAccountType",
+    "Tags",
+)
 """Every column of FOCUS 1.2 (57), in alphabetical order."""
 
 BILLING_ACCOUNT = "aws-payer-123456789012"
@@ -91,8 +134,13 @@ def _text(value: Any) -> str:
 
 
 def focus_row(
-    start: datetime, end: datetime, *, billed: Decimal | str, effective: Decimal | str,
-    invoice: str = "INV-1", **columns: Any,
+    start: datetime,
+    end: datetime,
+    *,
+    billed: Decimal | str,
+    effective: Decimal | str,
+    invoice: str = "INV-1",
+    **columns: Any,
 ) -> dict[str, str]:
     """One FOCUS 1.2 row: every column, the defaults above, unit prices that multiply out.
 
@@ -104,19 +152,29 @@ def focus_row(
     category = columns.get("ChargeCategory", "Usage")
     row: dict[str, Any] = {c: None for c in FOCUS_12_COLUMNS} | DEFAULTS
     row |= {
-        "BilledCost": billed, "EffectiveCost": effective, "ListCost": billed,
-        "ContractedCost": billed, "PricingCurrencyEffectiveCost": effective,
-        "BillingPeriodStart": period_start, "BillingPeriodEnd": period_end,
-        "ChargePeriodStart": start, "ChargePeriodEnd": end, "ChargeCategory": category,
-        "ChargeFrequency": "Usage-Based", "InvoiceId": invoice,
-    }  # fmt: skip
+        "BilledCost": billed,
+        "EffectiveCost": effective,
+        "ListCost": billed,
+        "ContractedCost": billed,
+        "PricingCurrencyEffectiveCost": effective,
+        "BillingPeriodStart": period_start,
+        "BillingPeriodEnd": period_end,
+        "ChargePeriodStart": start,
+        "ChargePeriodEnd": end,
+        "ChargeCategory": category,
+        "ChargeFrequency": "Usage-Based",
+        "InvoiceId": invoice,
+    }
     if category in ("Usage", "Purchase"):
         row |= {
-            "PricingCategory": "Standard", "PricingQuantity": Decimal(1), "PricingUnit": "Hours",
-            "ListUnitPrice": abs(billed), "ContractedUnitPrice": abs(billed),
+            "PricingCategory": "Standard",
+            "PricingQuantity": Decimal(1),
+            "PricingUnit": "Hours",
+            "ListUnitPrice": abs(billed),
+            "ContractedUnitPrice": abs(billed),
             "PricingCurrencyListUnitPrice": abs(billed),
             "PricingCurrencyContractedUnitPrice": abs(billed),
-        }  # fmt: skip
+        }
     row |= columns
     return {c: _text(row[c]) for c in FOCUS_12_COLUMNS}
 
@@ -140,8 +198,15 @@ def hours(start: datetime, count: int) -> list[tuple[datetime, datetime]]:
 
 
 def ec2_instance(
-    start: datetime, end: datetime, *, cluster: str, instance: str, effective: Decimal | str,
-    list_price: Decimal | str, invoice: str = "INV-1", savings_plan: str | None = None,
+    start: datetime,
+    end: datetime,
+    *,
+    cluster: str,
+    instance: str,
+    effective: Decimal | str,
+    list_price: Decimal | str,
+    invoice: str = "INV-1",
+    savings_plan: str | None = None,
 ) -> dict[str, str]:
     """An EKS node's instance-hour(s). Node groups tag their instances with
     ``eks:cluster-name`` and ``kubernetes.io/cluster/NAME`` (not ``aws:eks:cluster-name``,
@@ -150,70 +215,121 @@ def ec2_instance(
     qty = Decimal((end - start) // timedelta(hours=1))
     list_unit, effective = Decimal(str(list_price)), Decimal(str(effective))
     columns: dict[str, Any] = {
-        "ServiceName": "Amazon Elastic Compute Cloud", "ServiceCategory": "Compute",
-        "ServiceSubcategory": "Virtual Machines", "ResourceType": "Instance",
-        "ResourceId": instance, "ResourceName": instance, "RegionId": "eu-west-3",
-        "RegionName": "Europe (Paris)", "AvailabilityZone": "eu-west-3a",
+        "ServiceName": "Amazon Elastic Compute Cloud",
+        "ServiceCategory": "Compute",
+        "ServiceSubcategory": "Virtual Machines",
+        "ResourceType": "Instance",
+        "ResourceId": instance,
+        "ResourceName": instance,
+        "RegionId": "eu-west-3",
+        "RegionName": "Europe (Paris)",
+        "AvailabilityZone": "eu-west-3a",
         "ChargeDescription": "m6i.3xlarge Linux/UNIX instance-hour",
-        "SkuId": "EUW3-BoxUsage:m6i.3xlarge", "SkuPriceId": "EUW3-BoxUsage:m6i.3xlarge.OnDemand",
-        "SkuMeter": "Compute Instance", "SkuPriceDetails": {"InstanceType": "m6i.3xlarge"},
-        "ConsumedQuantity": qty, "ConsumedUnit": "Hours", "PricingQuantity": qty,
-        "ListUnitPrice": list_unit, "ContractedUnitPrice": list_unit,
-        "PricingCurrencyListUnitPrice": list_unit, "PricingCurrencyContractedUnitPrice": list_unit,
-        "ListCost": list_unit * qty, "ContractedCost": list_unit * qty,
-        "Tags": {"eks:cluster-name": cluster, f"kubernetes.io/cluster/{cluster}": "owned",
-                 "eks:nodegroup-name": f"{cluster}-default"},
-    }  # fmt: skip
+        "SkuId": "EUW3-BoxUsage:m6i.3xlarge",
+        "SkuPriceId": "EUW3-BoxUsage:m6i.3xlarge.OnDemand",
+        "SkuMeter": "Compute Instance",
+        "SkuPriceDetails": {"InstanceType": "m6i.3xlarge"},
+        "ConsumedQuantity": qty,
+        "ConsumedUnit": "Hours",
+        "PricingQuantity": qty,
+        "ListUnitPrice": list_unit,
+        "ContractedUnitPrice": list_unit,
+        "PricingCurrencyListUnitPrice": list_unit,
+        "PricingCurrencyContractedUnitPrice": list_unit,
+        "ListCost": list_unit * qty,
+        "ContractedCost": list_unit * qty,
+        "Tags": {
+            "eks:cluster-name": cluster,
+            f"kubernetes.io/cluster/{cluster}": "owned",
+            "eks:nodegroup-name": f"{cluster}-default",
+        },
+    }
     if savings_plan is None:
-        return focus_row(start, end, billed=effective, effective=effective, invoice=invoice,
-                         **columns)  # fmt: skip
-    columns |= commitment_columns(savings_plan, effective, "Used") | {"PricingCategory": "Committed"}
+        return focus_row(
+            start, end, billed=effective, effective=effective, invoice=invoice, **columns
+        )
+    columns |= commitment_columns(savings_plan, effective, "Used") | {
+        "PricingCategory": "Committed"
+    }
     return focus_row(start, end, billed=0, effective=effective, invoice=invoice, **columns)
 
 
 def commitment_columns(plan: str, quantity: Decimal, status: str | None) -> dict[str, Any]:
     """The commitment columns of a spend-based Savings Plan row (unit: USD of commitment)."""
     return {
-        "CommitmentDiscountId": plan, "CommitmentDiscountType": "Savings Plan",
-        "CommitmentDiscountCategory": "Spend", "CommitmentDiscountName": "Compute Savings Plan",
-        "CommitmentDiscountStatus": status, "CommitmentDiscountQuantity": quantity,
+        "CommitmentDiscountId": plan,
+        "CommitmentDiscountType": "Savings Plan",
+        "CommitmentDiscountCategory": "Spend",
+        "CommitmentDiscountName": "Compute Savings Plan",
+        "CommitmentDiscountStatus": status,
+        "CommitmentDiscountQuantity": quantity,
         "CommitmentDiscountUnit": "USD",
-    }  # fmt: skip
+    }
 
 
 def savings_plan_fee(
-    start: datetime, end: datetime, *, fee: Decimal | str, plan: str = SAVINGS_PLAN,
-    invoice: str = "INV-1", upfront: bool = False, quantity: Decimal | str | None = None,
+    start: datetime,
+    end: datetime,
+    *,
+    fee: Decimal | str,
+    plan: str = SAVINGS_PLAN,
+    invoice: str = "INV-1",
+    upfront: bool = False,
+    quantity: Decimal | str | None = None,
 ) -> dict[str, str]:
     """A Savings Plan purchase: the hourly recurring fee (no upfront), or the whole term paid
     at once (``upfront``: ChargeFrequency One-Time). BilledCost = the fee, EffectiveCost 0:
     the cost reaches the statements through the covered usage rows."""
     fee = Decimal(str(fee))
-    columns = commitment_columns(plan, Decimal(str(quantity if quantity is not None else fee)),
-                                 None)  # fmt: skip
+    columns = commitment_columns(
+        plan, Decimal(str(quantity if quantity is not None else fee)), None
+    )
     return focus_row(
-        start, end, billed=fee, effective=0, invoice=invoice, ChargeCategory="Purchase",
-        ChargeFrequency="One-Time" if upfront else "Recurring", ServiceName="Savings Plans for AWS Compute usage",
-        ServiceCategory="Compute", ServiceSubcategory="Other (Compute)", ResourceId=plan,
-        ResourceName="Compute Savings Plan", ResourceType="Savings Plan",
-        ChargeDescription=("Savings Plan, all upfront" if upfront else "Savings Plan recurring fee"),
+        start,
+        end,
+        billed=fee,
+        effective=0,
+        invoice=invoice,
+        ChargeCategory="Purchase",
+        ChargeFrequency="One-Time" if upfront else "Recurring",
+        ServiceName="Savings Plans for AWS Compute usage",
+        ServiceCategory="Compute",
+        ServiceSubcategory="Other (Compute)",
+        ResourceId=plan,
+        ResourceName="Compute Savings Plan",
+        ResourceType="Savings Plan",
+        ChargeDescription=(
+            "Savings Plan, all upfront" if upfront else "Savings Plan recurring fee"
+        ),
         SkuId="ComputeSP:3yrNoUpfront" if not upfront else "ComputeSP:1yrAllUpfront",
-        SkuPriceId="ComputeSP:USD", SkuMeter="Savings Plan", SkuPriceDetails={}, **columns,
+        SkuPriceId="ComputeSP:USD",
+        SkuMeter="Savings Plan",
+        SkuPriceDetails={},
+        **columns,
         **(_per_usd(fee) if upfront else {}),
-    )  # fmt: skip
+    )
 
 
 def _per_usd(amount: Decimal) -> dict[str, Any]:
     """Pricing columns of an amount counted in USD of commitment (unit price 1)."""
     return {
-        "PricingQuantity": amount, "PricingUnit": "USD", "ListUnitPrice": 1,
-        "ContractedUnitPrice": 1, "PricingCurrencyListUnitPrice": 1,
-        "PricingCurrencyContractedUnitPrice": 1, "ListCost": amount, "ContractedCost": amount,
-    }  # fmt: skip
+        "PricingQuantity": amount,
+        "PricingUnit": "USD",
+        "ListUnitPrice": 1,
+        "ContractedUnitPrice": 1,
+        "PricingCurrencyListUnitPrice": 1,
+        "PricingCurrencyContractedUnitPrice": 1,
+        "ListCost": amount,
+        "ContractedCost": amount,
+    }
 
 
 def savings_plan_unused(
-    start: datetime, end: datetime, *, unused: Decimal | str, plan: str = SAVINGS_PLAN,
+    start: datetime,
+    end: datetime,
+    *,
+    unused: Decimal | str,
+    plan: str = SAVINGS_PLAN,
     invoice: str = "INV-1",
 ) -> dict[str, str]:
     """The part of the hour's commitment no usage took: Usage, status Unused, BilledCost 0,
@@ -221,90 +337,183 @@ def savings_plan_unused(
     purchase)."""
     unused = Decimal(str(unused))
     return focus_row(
-        start, end, billed=0, effective=unused, invoice=invoice, PricingCategory="Committed",
-        ServiceName="Savings Plans for AWS Compute usage", ServiceCategory="Compute",
-        ServiceSubcategory="Other (Compute)", ResourceId=plan, ResourceName="Compute Savings Plan",
-        ResourceType="Savings Plan", ChargeDescription="Unused Savings Plan commitment",
-        SkuId="ComputeSP:3yrNoUpfront", SkuPriceId="ComputeSP:USD", SkuMeter="Savings Plan",
-        **_per_usd(unused), **commitment_columns(plan, unused, "Unused"),
-    )  # fmt: skip
+        start,
+        end,
+        billed=0,
+        effective=unused,
+        invoice=invoice,
+        PricingCategory="Committed",
+        ServiceName="Savings Plans for AWS Compute usage",
+        ServiceCategory="Compute",
+        ServiceSubcategory="Other (Compute)",
+        ResourceId=plan,
+        ResourceName="Compute Savings Plan",
+        ResourceType="Savings Plan",
+        ChargeDescription="Unused Savings Plan commitment",
+        SkuId="ComputeSP:3yrNoUpfront",
+        SkuPriceId="ComputeSP:USD",
+        SkuMeter="Savings Plan",
+        **_per_usd(unused),
+        **commitment_columns(plan, unused, "Unused"),
+    )
 
 
 def service_usage(
-    start: datetime, end: datetime, *, service: str, category: str, subcategory: str,
-    amount: Decimal | str, resource: str | None = None, resource_type: str | None = None,
-    description: str = "", invoice: str = "INV-1", unit: str = "Hours",
-    quantity: Decimal | str = 1, unit_price: Decimal | str | None = None, **columns: Any,
+    start: datetime,
+    end: datetime,
+    *,
+    service: str,
+    category: str,
+    subcategory: str,
+    amount: Decimal | str,
+    resource: str | None = None,
+    resource_type: str | None = None,
+    description: str = "",
+    invoice: str = "INV-1",
+    unit: str = "Hours",
+    quantity: Decimal | str = 1,
+    unit_price: Decimal | str | None = None,
+    **columns: Any,
 ) -> dict[str, str]:
     """An on-demand usage line (billed = effective) of a service outside the cluster."""
     amount, qty = Decimal(str(amount)), Decimal(str(quantity))
     price = Decimal(str(unit_price)) if unit_price is not None else amount / qty
     sku = (service.replace(" ", "") + ":" + unit)[:64]
     return focus_row(
-        start, end, billed=amount, effective=amount, invoice=invoice, ServiceName=service,
-        ServiceCategory=category, ServiceSubcategory=subcategory, ResourceId=resource,
-        ResourceName=resource, ResourceType=resource_type if resource else None,
-        ChargeDescription=description or service, RegionId="eu-west-3",
-        RegionName="Europe (Paris)", SkuId=sku, SkuPriceId=sku + ".OnDemand", SkuMeter=unit,
-        SkuPriceDetails={}, ConsumedQuantity=qty, ConsumedUnit=unit, PricingQuantity=qty,
-        PricingUnit=unit, ListUnitPrice=price, ContractedUnitPrice=price,
-        PricingCurrencyListUnitPrice=price, PricingCurrencyContractedUnitPrice=price,
+        start,
+        end,
+        billed=amount,
+        effective=amount,
+        invoice=invoice,
+        ServiceName=service,
+        ServiceCategory=category,
+        ServiceSubcategory=subcategory,
+        ResourceId=resource,
+        ResourceName=resource,
+        ResourceType=resource_type if resource else None,
+        ChargeDescription=description or service,
+        RegionId="eu-west-3",
+        RegionName="Europe (Paris)",
+        SkuId=sku,
+        SkuPriceId=sku + ".OnDemand",
+        SkuMeter=unit,
+        SkuPriceDetails={},
+        ConsumedQuantity=qty,
+        ConsumedUnit=unit,
+        PricingQuantity=qty,
+        PricingUnit=unit,
+        ListUnitPrice=price,
+        ContractedUnitPrice=price,
+        PricingCurrencyListUnitPrice=price,
+        PricingCurrencyContractedUnitPrice=price,
         **columns,
-    )  # fmt: skip
+    )
 
 
 def credit(
-    start: datetime, end: datetime, *, amount: Decimal | str, service: str, invoice: str = "INV-1",
+    start: datetime,
+    end: datetime,
+    *,
+    amount: Decimal | str,
+    service: str,
+    invoice: str = "INV-1",
     description: str = "AWS promotional credit",
 ) -> dict[str, str]:
     """A credit: negative, billed = effective = list = contracted (a charge unrelated to others)."""
     return focus_row(
-        start, end, billed=amount, effective=amount, invoice=invoice, ChargeCategory="Credit",
-        ChargeFrequency="One-Time", ServiceName=service, ServiceCategory="Databases",
-        ServiceSubcategory="Relational Databases", ChargeDescription=description,
-    )  # fmt: skip
+        start,
+        end,
+        billed=amount,
+        effective=amount,
+        invoice=invoice,
+        ChargeCategory="Credit",
+        ChargeFrequency="One-Time",
+        ServiceName=service,
+        ServiceCategory="Databases",
+        ServiceSubcategory="Relational Databases",
+        ChargeDescription=description,
+    )
 
 
 def tax(
-    start: datetime, end: datetime, *, amount: Decimal | str, invoice: str = "INV-1",
-    list_cost: Decimal | str | None = None, description: str = "VAT 20 %",
+    start: datetime,
+    end: datetime,
+    *,
+    amount: Decimal | str,
+    invoice: str = "INV-1",
+    list_cost: Decimal | str | None = None,
+    description: str = "VAT 20 %",
 ) -> dict[str, str]:
     """A tax line: prices, quantities, SKUs and PricingCategory null, as FOCUS requires."""
     amount = Decimal(str(amount))
     cost = Decimal(str(list_cost)) if list_cost is not None else amount
     return focus_row(
-        start, end, billed=amount, effective=amount, invoice=invoice, ChargeCategory="Tax",
-        ChargeFrequency="One-Time", ServiceName="Tax", ServiceCategory="Other",
-        ServiceSubcategory="Other (Other)", ChargeDescription=description, ListCost=cost,
+        start,
+        end,
+        billed=amount,
+        effective=amount,
+        invoice=invoice,
+        ChargeCategory="Tax",
+        ChargeFrequency="One-Time",
+        ServiceName="Tax",
+        ServiceCategory="Other",
+        ServiceSubcategory="Other (Other)",
+        ChargeDescription=description,
+        ListCost=cost,
         ContractedCost=cost,
-    )  # fmt: skip
+    )
 
 
 # --------------------------------------------------------------------------- scenarios
 
 
 def several_invoices(
-    start: datetime, count: int = 3, *, invoices: tuple[str, ...] = ("INV-A", "INV-B", "INV-C"),
-    amount: Decimal | str = "0.0123456789", cluster: str = "cluster-one",
+    start: datetime,
+    count: int = 3,
+    *,
+    invoices: tuple[str, ...] = ("INV-A", "INV-B", "INV-C"),
+    amount: Decimal | str = "0.0123456789",
+    cluster: str = "cluster-one",
 ) -> list[dict[str, str]]:
     """``count`` hours of one billing period, each hour's database line on the invoices in
     turn, plus one on-demand node line per hour on the first invoice. Σ BilledCost per
     InvoiceId is each invoice's total."""
     rows: list[dict[str, str]] = []
     for i, (a, b) in enumerate(hours(start, count)):
-        rows.append(ec2_instance(a, b, cluster=cluster, instance="i-0a1b2c3d4e5f60718",
-                                 effective="0.5", list_price="0.5", invoice=invoices[0]))  # fmt: skip
-        rows.append(service_usage(
-            a, b, service="Amazon Relational Database Service", category="Databases",
-            subcategory="Relational Databases", amount=amount, resource="db-main",
-            resource_type="DB Instance", invoice=invoices[i % len(invoices)],
-        ))  # fmt: skip
+        rows.append(
+            ec2_instance(
+                a,
+                b,
+                cluster=cluster,
+                instance="i-0a1b2c3d4e5f60718",
+                effective="0.5",
+                list_price="0.5",
+                invoice=invoices[0],
+            )
+        )
+        rows.append(
+            service_usage(
+                a,
+                b,
+                service="Amazon Relational Database Service",
+                category="Databases",
+                subcategory="Relational Databases",
+                amount=amount,
+                resource="db-main",
+                resource_type="DB Instance",
+                invoice=invoices[i % len(invoices)],
+            )
+        )
     return rows
 
 
 def daily_grain(
-    day: datetime, days: int = 2, *, cluster: str = "cluster-one",
-    node_per_day: Decimal | str = "12.3456789012", nat_per_day: Decimal | str = "1.0000000007",
+    day: datetime,
+    days: int = 2,
+    *,
+    cluster: str = "cluster-one",
+    node_per_day: Decimal | str = "12.3456789012",
+    nat_per_day: Decimal | str = "1.0000000007",
 ) -> list[dict[str, str]]:
     """Daily charge periods (00:00 to 00:00 UTC): a node's day and a NAT gateway's day. Against
     hourly OpenCost windows a day is one repricing period of 24 windows; the NAT day is
@@ -313,14 +522,26 @@ def daily_grain(
     for i in range(days):
         a = day + timedelta(days=i)
         b = a + timedelta(days=1)
-        rows.append(ec2_instance(a, b, cluster=cluster, instance="i-0a1b2c3d4e5f60718",
-                                 effective=node_per_day, list_price=Decimal(str(node_per_day)) / 24))  # fmt: skip
+        rows.append(
+            ec2_instance(
+                a,
+                b,
+                cluster=cluster,
+                instance="i-0a1b2c3d4e5f60718",
+                effective=node_per_day,
+                list_price=Decimal(str(node_per_day)) / 24,
+            )
+        )
         rows.append(nat_processing(a, b, amount=nat_per_day))
     return rows
 
 
 def nat_processing(
-    start: datetime, end: datetime, *, amount: Decimal | str, gigabytes: Decimal | str | None = None,
+    start: datetime,
+    end: datetime,
+    *,
+    amount: Decimal | str,
+    gigabytes: Decimal | str | None = None,
     invoice: str = "INV-1",
 ) -> dict[str, str]:
     """NAT gateway data processing (USD per GB processed), a networking service: FOCUS wants
@@ -329,17 +550,31 @@ def nat_processing(
     price = Decimal("0.048")
     qty = Decimal(str(gigabytes)) if gigabytes is not None else amount / price
     return service_usage(
-        start, end, service="Amazon Virtual Private Cloud", category="Networking",
-        subcategory="Network Infrastructure", amount=amount, quantity=qty, unit_price=price,
-        unit="GB", invoice=invoice, description="$0.048 per GB Data Processed by NAT Gateways",
+        start,
+        end,
+        service="Amazon Virtual Private Cloud",
+        category="Networking",
+        subcategory="Network Infrastructure",
+        amount=amount,
+        quantity=qty,
+        unit_price=price,
+        unit="GB",
+        invoice=invoice,
+        description="$0.048 per GB Data Processed by NAT Gateways",
         resource="arn:aws:ec2:eu-west-3:100000000001:natgateway/nat-0f1e2d3c4b5a69788",
-        resource_type="NAT Gateway", AvailabilityZone="eu-west-3a",
-    )  # fmt: skip
+        resource_type="NAT Gateway",
+        AvailabilityZone="eu-west-3a",
+    )
 
 
 def all_upfront_purchase(
-    purchase_at: datetime, covered_hours: int = 3, *, cluster: str = "cluster-one",
-    term_hours: int = 8760, hourly: Decimal | str = "0.25", list_price: Decimal | str = "0.57844",
+    purchase_at: datetime,
+    covered_hours: int = 3,
+    *,
+    cluster: str = "cluster-one",
+    term_hours: int = 8760,
+    hourly: Decimal | str = "0.25",
+    list_price: Decimal | str = "0.57844",
     plan: str = "arn:aws:savingsplans::123456789012:savingsplan/all-upfront-1yr",
 ) -> list[dict[str, str]]:
     """A one-year all-upfront Savings Plan bought in the period (one One-Time Purchase row:
@@ -347,11 +582,28 @@ def all_upfront_purchase(
     (BilledCost 0, EffectiveCost = the hourly commitment: fully used)."""
     hourly = Decimal(str(hourly))
     total = hourly * term_hours
-    rows = [savings_plan_fee(purchase_at, purchase_at + timedelta(hours=1), fee=total, plan=plan,
-                             upfront=True, quantity=total)]  # fmt: skip
+    rows = [
+        savings_plan_fee(
+            purchase_at,
+            purchase_at + timedelta(hours=1),
+            fee=total,
+            plan=plan,
+            upfront=True,
+            quantity=total,
+        )
+    ]
     for a, b in hours(purchase_at, covered_hours):
-        rows.append(ec2_instance(a, b, cluster=cluster, instance="i-0a1b2c3d4e5f60718",
-                                 effective=hourly, list_price=list_price, savings_plan=plan))  # fmt: skip
+        rows.append(
+            ec2_instance(
+                a,
+                b,
+                cluster=cluster,
+                instance="i-0a1b2c3d4e5f60718",
+                effective=hourly,
+                list_price=list_price,
+                savings_plan=plan,
+            )
+        )
     return rows
 
 
@@ -367,43 +619,84 @@ def invoice_close_rows() -> list[dict[str, str]]:
     invoice shows it (README there). The shipped file must equal these rows."""
     a, b = INVOICE_CLOSE_HOUR, INVOICE_CLOSE_HOUR + timedelta(hours=1)
     inv = INVOICE_CLOSE_INVOICE
-    saas_pre_tax = (Decimal("0.4") + Decimal("0.178") + Decimal("0.0452994864")
-                    - Decimal("0.0314159265") + Decimal("0.013697"))  # fmt: skip
+    saas_pre_tax = (
+        Decimal("0.4")
+        + Decimal("0.178")
+        + Decimal("0.0452994864")
+        - Decimal("0.0314159265")
+        + Decimal("0.013697")
+    )
     vat = (saas_pre_tax * Decimal("0.2")).quantize(Decimal("1E-10"))
     return [
-        ec2_instance(a, b, cluster="cluster-one", instance="i-0a1b2c3d4e5f60718",
-                     effective=Decimal("0.3703567890"), list_price="0.57844",
-                     savings_plan=SAVINGS_PLAN, invoice=inv),  # fmt: skip
+        ec2_instance(
+            a,
+            b,
+            cluster="cluster-one",
+            instance="i-0a1b2c3d4e5f60718",
+            effective=Decimal("0.3703567890"),
+            list_price="0.57844",
+            savings_plan=SAVINGS_PLAN,
+            invoice=inv,
+        ),
         savings_plan_fee(a, b, fee=Decimal("0.4000000000"), invoice=inv),
         savings_plan_unused(a, b, unused=Decimal("0.0296432110"), invoice=inv),
         service_usage(
-            a, b, service="Amazon Relational Database Service", category="Databases",
-            subcategory="Relational Databases", amount=Decimal("0.1780000000"), invoice=inv,
-            resource="arn:aws:rds:eu-west-3:100000000001:db:saas-main", resource_type="DB Instance",
+            a,
+            b,
+            service="Amazon Relational Database Service",
+            category="Databases",
+            subcategory="Relational Databases",
+            amount=Decimal("0.1780000000"),
+            invoice=inv,
+            resource="arn:aws:rds:eu-west-3:100000000001:db:saas-main",
+            resource_type="DB Instance",
             description="db.m6g.large Multi-AZ PostgreSQL instance-hour",
-        ),  # fmt: skip
+        ),
         nat_processing(a, b, amount=Decimal("0.0452994864"), gigabytes="0.9437393", invoice=inv),
-        credit(a, b, amount=Decimal("-0.0314159265"), service="Amazon Relational Database Service",
-               invoice=inv),  # fmt: skip
+        credit(
+            a,
+            b,
+            amount=Decimal("-0.0314159265"),
+            service="Amazon Relational Database Service",
+            invoice=inv,
+        ),
         tax(a, b, amount=vat, invoice=inv, description="VAT 20 % (France)"),
         service_usage(
-            a, b, service="Amazon CloudWatch", category="Management and Governance",
-            subcategory="Observability", amount=Decimal("0.0136970000"), invoice=inv,
-            unit="GB", quantity="0.027394", unit_price="0.5",
+            a,
+            b,
+            service="Amazon CloudWatch",
+            category="Management and Governance",
+            subcategory="Observability",
+            amount=Decimal("0.0136970000"),
+            invoice=inv,
+            unit="GB",
+            quantity="0.027394",
+            unit_price="0.5",
             description="$0.50 per GB of log data ingested",
-        ),  # fmt: skip
+        ),
         service_usage(
-            a, b, service="Amazon Elastic Compute Cloud", category="Compute",
-            subcategory="Virtual Machines", amount=Decimal("0.2240000000"), invoice=inv,
-            resource="i-0fedcba9876543210", resource_type="Instance",
-            description="m6i.xlarge Linux/UNIX instance-hour", SubAccountId=OTHER_BUSINESS_UNIT,
-            SubAccountName="corporate-it", AvailabilityZone="eu-west-3b",
+            a,
+            b,
+            service="Amazon Elastic Compute Cloud",
+            category="Compute",
+            subcategory="Virtual Machines",
+            amount=Decimal("0.2240000000"),
+            invoice=inv,
+            resource="i-0fedcba9876543210",
+            resource_type="Instance",
+            description="m6i.xlarge Linux/UNIX instance-hour",
+            SubAccountId=OTHER_BUSINESS_UNIT,
+            SubAccountName="corporate-it",
+            AvailabilityZone="eu-west-3b",
             Tags={"team": "corporate-it"},
-        ),  # fmt: skip
+        ),
     ]
 
 
 if __name__ == "__main__":  # regenerate the example's billing file
     ROOT = Path(__file__).resolve().parents[1]
-    print(write_focus_csv(ROOT / "examples/invoice-close/billing/2026-11/focus.csv",
-                          invoice_close_rows()))  # fmt: skip
+    print(
+        write_focus_csv(
+            ROOT / "examples/invoice-close/billing/2026-11/focus.csv", invoice_close_rows()
+        )
+    )
