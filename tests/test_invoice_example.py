@@ -678,3 +678,23 @@ def test_reconcile_default_cascade_closes():
     done = cli("reconcile", "--format", "json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["gap"] == 0
+
+
+def test_the_example_has_the_inputs_of_saas_three_clients():
+    """Only the billing changes: the OpenCost and usage files are those of saas-three-clients."""
+    for name in ("costs.json", "usage.csv"):
+        assert (EXAMPLE / name).read_bytes() == (
+            ROOT / "examples/saas-three-clients" / name
+        ).read_bytes()
+
+
+def test_check_config_accepts_the_rule_file():
+    done = subprocess.run(
+        [sys.executable, "-m", "tenantcost", "check-config", str(RULES)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ok" in done.stdout
