@@ -261,35 +261,46 @@ def classify(row: dict[str, str]) -> tuple[str, dict[str, Any]]:
     raise AssertionError(f"unmatched billed line {row['ChargeDescription']}")
 
 
-def compute() -> Figures:
-    f = Figures()
-    rows = billing_rows()
-    f.exact_billed = sum((exact(r["BilledCost"]) for r in rows), Fraction(0))
-    f.billed_total = round_micros(f.exact_billed)
-    per_invoice: dict[str, Fraction] = defaultdict(Fraction)
-    for r in rows:
-        per_invoice[r["InvoiceId"]] += exact(r["BilledCost"])
-    f.invoices = {i: round_micros(v) for i, v in sorted(per_invoice.items())}
+@dataclass
+class Sorted:
+    """The billing rows sorted out: the cluster's effective cost, each entry's lines, and
+    billed - effective per bridge name (every line but the outside ones)."""
 
-    cluster_effective = Fraction(0)
-    groups: dict[str, list[dict[str, str]]] = defaultdict(list)
-    entries: dict[str, dict[str, Any]] = {}
-    bridge_exact: dict[str, Fraction] = defaultdict(Fraction)
+    cluster_effective: Fraction = Fraction(0)
+    groups: dict[str, list[dict[str, str]]] = field(default_factory=lambda: defaultdict(list))
+    entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+    bridge: dict[str, Fraction] = field(default_factory=lambda: defaultdict(Fraction))
+
+
+def sort_lines(rows: Sequence[dict[str, str]]) -> Sorted:
+    out = Sorted()
     for r in rows:
         kind, what = classify(r)
         if kind == "cluster":
-            cluster_effective += exact(r["EffectiveCost"])
+            out.cluster_effective += exact(r["EffectiveCost"])
         else:
-            groups[entry_label(what)].append(r)
-            entries[entry_label(what)] = what
+            out.groups[entry_label(what)].append(r)
+            out.entries[entry_label(what)] = what
         if kind == "billed" and what["class"] == "outside":
             continue
         name = r["ChargeCategory"]
         if name == "Usage" and r["CommitmentDiscountType"]:
             name += " / " + r["CommitmentDiscountType"]
-        bridge_exact[name] += exact(r["BilledCost"]) - exact(r["EffectiveCost"])
+        out.bridge[name] += exact(r["BilledCost"]) - exact(r["EffectiveCost"])
+    return out
 
-    # 1. repricing: one cluster, one period (the hour)
+
+def add_item(f: Figures, cls: str, reason: str | None, amount: int) -> None:
+    """A residual or excluded amount, summed per class or per reason."""
+    if cls == "excluded":
+        assert reason
+        f.exclusions[reason] = f.exclusions.get(reason, 0) + amount
+    else:
+        f.residual[cls] = f.residual.get(cls, 0) + amount
+
+
+def reprice(f: Figures, cluster_effective: Fraction) -> None:
+    """1. One cluster, one period (the hour): OpenCost's rows become their share of B."""
     costs = cost_rows()
     f.opencost = sum(c["amount"] for c in costs)
     f.billed_effective = round_micros(cluster_effective)
@@ -301,18 +312,15 @@ def compute() -> Figures:
         if cls == "shared":
             for client, a in split_over(amount, [what], KEYS[what]).items():
                 f.lines[(client, what)] = a
-        elif cls == "excluded":
-            f.exclusions[what] = f.exclusions.get(what, 0) + amount
         else:
-            f.residual[cls] = f.residual.get(cls, 0) + amount
+            add_item(f, cls, what, amount)
 
-    # the rule file's external cost, as today
-    for client, a in split_over(EXTERNAL[1], EXTERNAL[3], EXTERNAL[2]).items():
-        f.lines[(client, EXTERNAL[0])] = a
 
-    # 2. billed lines outside the cluster: one group per entry (one charge period, one hour)
-    for label, members in groups.items():
-        entry = entries[label]
+def billed_pools(f: Figures, lines: Sorted) -> None:
+    """2. Billed lines outside the cluster: one group per entry (one charge period, one hour),
+    rounded once; outside entries at their BilledCost, for the invoice only."""
+    for label, members in lines.groups.items():
+        entry = lines.entries[label]
         if entry["class"] == "outside":
             f.outside[label] = round_micros(
                 sum((exact(r["BilledCost"]) for r in members), Fraction(0))
@@ -323,13 +331,26 @@ def compute() -> Figures:
         if entry["class"] == "shared":
             for client, a in split_over(amount, entry["services"], entry["key"]).items():
                 f.lines[(client, label)] = a
-        elif entry["class"] == "excluded":
-            f.exclusions[entry["reason"]] = f.exclusions.get(entry["reason"], 0) + amount
         else:
-            f.residual[entry["class"]] = f.residual.get(entry["class"], 0) + amount
+            add_item(f, entry["class"], entry.get("reason"), amount)
 
+
+def compute() -> Figures:
+    f = Figures()
+    rows = billing_rows()
+    f.exact_billed = sum((exact(r["BilledCost"]) for r in rows), Fraction(0))
+    f.billed_total = round_micros(f.exact_billed)
+    per_invoice: dict[str, Fraction] = defaultdict(Fraction)
+    for r in rows:
+        per_invoice[r["InvoiceId"]] += exact(r["BilledCost"])
+    f.invoices = {i: round_micros(v) for i, v in sorted(per_invoice.items())}
+    lines = sort_lines(rows)
+    reprice(f, lines.cluster_effective)
+    for client, a in split_over(EXTERNAL[1], EXTERNAL[3], EXTERNAL[2]).items():
+        f.lines[(client, EXTERNAL[0])] = a  # the rule file's external cost, as today
+    billed_pools(f, lines)
     # 3. the bridge: billed - effective per category, then the rounding of the groups
-    f.bridge = {n: round_micros(v) for n, v in sorted(bridge_exact.items()) if round_micros(v)}
+    f.bridge = {n: round_micros(v) for n, v in sorted(lines.bridge.items()) if round_micros(v)}
     rounded = f.effective_in_scope + sum(f.outside.values()) + sum(f.bridge.values())
     f.bridge["rounding"] = f.billed_total - rounded
     return f
@@ -639,7 +660,9 @@ def test_allocate_gives_the_fraction_figures(allocated):
         for line in c["lines"]
     }
     assert lines == f.lines
-    residual = {r["class"]: r["amount"] for r in allocated["residual"]}
+    residual: dict[str, int] = defaultdict(int)
+    for item in allocated["residual"]:  # one item per class today; summed if per name
+        residual[item["class"]] += item["amount"]
     assert {k: v for k, v in residual.items() if v} == f.residual
     reasons: dict[str, int] = defaultdict(int)
     for item in allocated["exclusions"]:
