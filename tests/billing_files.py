@@ -38,13 +38,13 @@ FOCUS_DEFAULTS: dict[str, str] = {
     "ChargeFrequency": "Usage-Based",
     "ChargePeriodStart": "2026-11-03T00:00:00Z",
     "ChargePeriodEnd": "2026-11-03T01:00:00Z",
-    "ConsumedQuantity": "1",
+    "ConsumedQuantity": "1.0",
     "ConsumedUnit": "Hours",
     "ContractedCost": "0.0960000000",
     "ContractedUnitPrice": "0.0960000000",
     "EffectiveCost": "0.0960000000",
     "InvoiceId": "INV-2026-11-1",
-    "InvoiceIssuerName": "Amazon Web Services, Inc.",
+    "InvoiceIssuerName": "AWS",
     "ListCost": "0.0960000000",
     "ListUnitPrice": "0.0960000000",
     "PricingCategory": "Standard",
@@ -52,7 +52,7 @@ FOCUS_DEFAULTS: dict[str, str] = {
     "PricingCurrencyContractedUnitPrice": "0.0960000000",
     "PricingCurrencyEffectiveCost": "0.0960000000",
     "PricingCurrencyListUnitPrice": "0.0960000000",
-    "PricingQuantity": "1",
+    "PricingQuantity": "1.0",
     "PricingUnit": "Hours",
     "ProviderName": "AWS",
     "PublisherName": "AWS",
@@ -136,18 +136,24 @@ def write_focus(path: Path, rows: Sequence[Mapping[str, str]], version: str = "1
 
 
 def _arrow(columns: list[str], table: list[list[str]]) -> pa.Table:
+    """Money as decimals, periods as UTC timestamps; a column with a cell that is neither
+    (a bad-input test) stays text, as a careless exporter would write it."""
     arrays = []
     for i, column in enumerate(columns):
         values = [row[i] or None for row in table]
-        if column in MONEY:
-            arrays.append(pa.array([None if v is None else Decimal(v) for v in values],
-                                   type=pa.decimal128(38, 12)))  # fmt: skip
-        elif column in TIMES:
-            stamps = pa.array(values, type=pa.string())
-            arrays.append(pc.strptime(stamps, "%Y-%m-%dT%H:%M:%SZ", "ms").cast(
-                pa.timestamp("ms", tz="UTC")))  # fmt: skip
-        else:
-            arrays.append(pa.array(values, type=pa.string()))
+        text = pa.array(values, type=pa.string())
+        try:
+            if column in MONEY:
+                typed = pa.array([None if v is None else Decimal(v) for v in values],
+                                 type=pa.decimal128(38, 12))  # fmt: skip
+            elif column in TIMES:
+                typed = pc.strptime(text, "%Y-%m-%dT%H:%M:%SZ", "ms").cast(
+                    pa.timestamp("ms", tz="UTC"))  # fmt: skip
+            else:
+                typed = text
+        except (ArithmeticError, pa.ArrowInvalid):
+            typed = text
+        arrays.append(typed)
     return pa.Table.from_arrays(arrays, names=columns)
 
 
