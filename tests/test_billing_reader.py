@@ -119,12 +119,12 @@ def test_folders_hive_datasets_and_several_paths(tmp_path):
 def test_exact_decimals_ten_places_summed_exactly(tmp_path):
     """A million rows of 0.0000000001 would be wrong as doubles; here 3 rows show the path."""
     amounts = ["0.1000000001", "0.2000000002", "0.3000000003"]
+    focus = focus_rows(*({"BilledCost": a} for a in amounts))
+    cur2 = cur2_rows(*({"line_item_unblended_cost": a} for a in amounts))
     paths = [
-        write_focus(tmp_path / "a.csv", focus_rows(*({"BilledCost": a} for a in amounts))),
-        write_focus(tmp_path / "b.parquet", focus_rows(*({"BilledCost": a} for a in amounts)),
-                    fmt="parquet"),  # fmt: skip
-        write_cur2(tmp_path / "c.parquet", cur2_rows(*({"line_item_unblended_cost": a}
-                                                      for a in amounts))),  # fmt: skip
+        write_focus(tmp_path / "a.csv", focus),
+        write_focus(tmp_path / "b.parquet", focus, fmt="parquet"),
+        write_cur2(tmp_path / "c.parquet", cur2),
     ]
     for path in paths:
         con, data = read([path])
@@ -323,7 +323,7 @@ def test_cur2_bad_cells_name_the_cur_column(tmp_path):
     late = write_cur2(tmp_path / "late.parquet", cur2_rows(
         {"line_item_usage_start_date": "2026-12-01T00:00:00Z",
          "line_item_usage_end_date": "2026-12-01T01:00:00Z"}))  # fmt: skip
-    with pytest.raises(InputError, match="row 1, column 'ChargePeriodStart'.*outside"):
+    with pytest.raises(InputError, match=r"row 1, column 'ChargePeriodStart'.*outside"):
         read([late])
 
 
@@ -346,7 +346,7 @@ def test_the_focus_validator_passes_a_built_12_file(tmp_path, validator_venv):
     report = focus_validator.validate(validator_venv, path)
     assert report.failed_mandatory == [], report.output
     assert report.passed > 100, report.summary_line
-    con, data = read([path])
+    _, data = read([path])
     assert data.rows == 2
 
 
@@ -375,8 +375,8 @@ def test_two_million_rows_are_read_in_bounded_memory(tmp_path):
     path = tmp_path / "big.parquet"
     template = focus_rows({})[0]
     columns = ", ".join(
-        f"(i % 997) * 0.0000000001 + 0.01 AS BilledCost" if c == "BilledCost"
-        else f"(i % 997) * 0.0000000001 AS EffectiveCost" if c == "EffectiveCost"
+        "(i % 997) * 0.0000000001 + 0.01 AS BilledCost" if c == "BilledCost"
+        else "(i % 997) * 0.0000000001 AS EffectiveCost" if c == "EffectiveCost"
         else f"TIMESTAMPTZ '2026-11-01 00:00:00+00' + to_hours(i % 720) AS {c}"
         if c == "ChargePeriodStart"
         else f"TIMESTAMPTZ '2026-11-01 01:00:00+00' + to_hours(i % 720) AS {c}"

@@ -189,8 +189,8 @@ def sources(con: duckdb.DuckDBPyConnection, files: Sequence[str]) -> list[Source
     result = []
     for key, group in groups.items():
         columns = schemas[key]
-        fmt = "parquet" if key[0] == "parquet" else "csv"
-        result.append(Source(tuple(group), fmt, {n.lower(): n for n, _ in columns},
+        kind: Literal["csv", "parquet"] = "parquet" if key[0] == "parquet" else "csv"
+        result.append(Source(tuple(group), kind, {n.lower(): n for n, _ in columns},
                              dict(columns)))  # fmt: skip
     return result
 

@@ -116,7 +116,8 @@ def text_columns(col: Lookup) -> dict[str, str]:
         "ServiceCategory": "''",
         "ResourceId": t(col("line_item_resource_id")),
         "ResourceName": "''",
-        "ResourceType": f"COALESCE({product_field(col, 'product_product_family', 'product_family')}, '')",
+        "ResourceType": "COALESCE("
+        f"{product_field(col, 'product_product_family', 'product_family')}, '')",
         "RegionId": f"COALESCE({product_field(col, 'product_region_code', 'region_code')}, '')",
         "RegionName": f"COALESCE({product_field(col, 'product_location', 'location')}, '')",
         "AvailabilityZone": t(col("line_item_availability_zone")),
@@ -206,7 +207,8 @@ def split_columns(col: Lookup, cells: dict[str, Cell]) -> dict[str, str]:
         "Node": f"CASE WHEN {node} <> '' THEN {node} ELSE {parent} END",
         "Pod": text_value(col("line_item_resource_id")),
         "SplitCost": _either(cells, "split_line_item_net_split_cost", "split_line_item_split_cost"),
-        "UnusedCost": _either(cells, "split_line_item_net_unused_cost", "split_line_item_unused_cost"),
+        "UnusedCost": _either(cells, "split_line_item_net_unused_cost",
+                              "split_line_item_unused_cost"),
     }
 
 
