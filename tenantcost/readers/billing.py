@@ -78,7 +78,9 @@ class Source:
     types: dict[str, str]
 
     def relation(self) -> str:
-        """The scan, with ``x_src_file`` and ``x_src_row`` (1-based data row)."""
+        """The scan, with ``x_src_file`` and ``x_src_row``: as every reader counts rows, a CSV
+        file's header is line 1 (its first record is row 2), a Parquet file's first record is
+        row 1."""
         if self.fmt == "parquet":
             files = ", ".join(literal(f) for f in self.files)
             return (
@@ -87,7 +89,7 @@ class Source:
                 " hive_partitioning=false))"
             )
         return (
-            f"(SELECT *, row_number() OVER () AS x_src_row FROM read_csv({literal(self.files[0])},"
+            f"(SELECT *, row_number() OVER () + 1 AS x_src_row FROM read_csv({literal(self.files[0])},"
             " all_varchar=true, header=true, delim=',', quote='\"', escape='\"',"
             " filename='x_src_file', hive_partitioning=false))"
         )
