@@ -58,7 +58,8 @@ def test_every_version_and_format_reads_to_the_canonical_view(tmp_path, version,
     assert got == [
         (str(path), first, Decimal("0.1234567891"), Decimal("0.1000000001"), invoice, "AWS", "Usage",
          '{"eks:cluster-name": "prod-paris"}', ""),
-        (str(path), first + 1, Decimal("-0.0000000001"), Decimal("-0.0000000001"), invoice, "AWS",
+        (str(path), first + 1, Decimal("-0.0000000001"), Decimal("-0.0000000001"), invoice,
+         "AWS",
          "Credit", '{"eks:cluster-name": "prod-paris"}', ""),
     ]  # fmt: skip
     (start,) = fetch(con, f"SELECT min(ChargePeriodStart) FROM {data.view}")[0]
@@ -265,7 +266,8 @@ def test_bad_cells_are_one_line_naming_file_row_and_column(tmp_path, override, c
 @pytest.mark.parametrize("fmt", ["parquet", "csv.gz"])
 def test_bad_cell_found_in_every_format(tmp_path, fmt):
     text = one_line(tmp_path, focus_rows({}, {"BillingPeriodStart": "not-a-date"}), fmt=fmt)
-    assert ("row 2" if fmt == "parquet" else "row 3") in text and "column 'BillingPeriodStart'" in text
+    row = "row 2" if fmt == "parquet" else "row 3"
+    assert row in text and "column 'BillingPeriodStart'" in text
 
 
 def test_correction_rows_may_lie_outside_the_billing_period(tmp_path):

@@ -89,7 +89,8 @@ class Source:
                 " hive_partitioning=false))"
             )
         return (
-            f"(SELECT *, row_number() OVER () + 1 AS x_src_row FROM read_csv({literal(self.files[0])},"
+            "(SELECT *, row_number() OVER () + 1 AS x_src_row FROM "
+            f"read_csv({literal(self.files[0])},"
             " all_varchar=true, header=true, delim=',', quote='\"', escape='\"',"
             " filename='x_src_file', hive_partitioning=false))"
         )
