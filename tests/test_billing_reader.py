@@ -56,8 +56,8 @@ def test_every_version_and_format_reads_to_the_canonical_view(tmp_path, version,
     invoice = "INV-2026-11-1" if version in ("1.2", "1.3") else NO_INVOICE_ID
     first = 1 if fmt == "parquet" else 2  # a CSV file's header is line 1, as in every reader
     assert got == [
-        (str(path), first, Decimal("0.1234567891"), Decimal("0.1000000001"), invoice, "AWS", "Usage",
-         '{"eks:cluster-name": "prod-paris"}', ""),
+        (str(path), first, Decimal("0.1234567891"), Decimal("0.1000000001"), invoice, "AWS",
+         "Usage", '{"eks:cluster-name": "prod-paris"}', ""),
         (str(path), first + 1, Decimal("-0.0000000001"), Decimal("-0.0000000001"), invoice,
          "AWS",
          "Credit", '{"eks:cluster-name": "prod-paris"}', ""),
