@@ -110,7 +110,7 @@ def test_billing_without_a_billing_section_is_refused(tmp_path: Path) -> None:
             str(EXAMPLE.parent / "saas-three-clients" / "rules.yaml"),
             "--billing",
             str(EXAMPLE / "billing"),
-        )  # fmt: skip
+        )
     )
     assert "no billing: section" in line
     done = cli("reconcile", "--config", str(EXAMPLE.parent / "saas-three-clients" / "rules.yaml"),
