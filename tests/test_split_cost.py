@@ -23,6 +23,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tenantcost.errors import InputError
 from tenantcost.split_cost import IDLE, UnsplitPart, split_cost_costs, unsplit_lines
@@ -518,3 +520,84 @@ def test_negative_split_cost_names_file_row_and_column(tmp_path: Path) -> None:
     row_number = len(BILLED) + 6  # billed lines first, then the split rows (1-based)
     assert f"cur.parquet, row {row_number}, column 'SplitCost'" in str(err.value)
     assert "negative (-0.01" in str(err.value)
+
+
+TEN_PLACES = st.integers(min_value=0, max_value=5 * 10**9).map(lambda n: Decimal(n) / 10**10)
+SPLIT_ROW = st.tuples(
+    st.integers(0, 2),  # hour
+    st.sampled_from(["i-01", "i-02", "i-03"]),  # parent instance (its node)
+    st.sampled_from(["saas", "ingress"]),
+    st.sampled_from(["api-1", "api-2", "worker-1"]),
+    TEN_PLACES,  # split cost
+    TEN_PLACES,  # unused cost
+)
+
+
+def _split_table(rows: list[tuple[int, str, str, str, Decimal, Decimal]]) -> pa.Table:
+    money = pa.decimal128(38, 18)
+    starts = [START + pd.Timedelta(hours=h) for h, *_ in rows]
+    return pa.table(
+        {
+            "x_file": ["cur.parquet"] * len(rows),
+            "x_row": pa.array(range(2, len(rows) + 2), pa.int64()),
+            "ChargePeriodStart": pa.array(starts, pa.timestamp("us", tz="UTC")),
+            "ChargePeriodEnd": pa.array(
+                [s + pd.Timedelta(hours=1) for s in starts], pa.timestamp("us", tz="UTC")
+            ),
+            "ParentResourceId": [r[1] for r in rows],
+            "Cluster": [CLUSTER] * len(rows),
+            "Namespace": [r[2] for r in rows],
+            "WorkloadName": [r[3].split("-")[0] for r in rows],
+            "WorkloadType": ["Deployment"] * len(rows),
+            "Node": [f"node-{r[1]}" for r in rows],
+            "Pod": [_pod_arn(r[2], r[3]) for r in rows],
+            "SplitCost": pa.array([r[4] for r in rows], money),
+            "UnusedCost": pa.array([r[5] for r in rows], money),
+            "Tags": ["{}"] * len(rows),
+        }
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(rows=st.lists(SPLIT_ROW, min_size=1, max_size=30), seed=st.randoms())
+def test_amounts_are_exact_sums_rounded_once_in_any_row_order(
+    rows: list[tuple[int, str, str, str, Decimal, Decimal]], seed: Any
+) -> None:
+    """Every pod and idle amount is the half-even rounding of its rows' exact sum; the
+    cluster's lines = split + unused + the rest, exactly; row order changes nothing."""
+    table = _split_table(rows)
+    shuffled = table.take(pa.array(seed.sample(range(len(rows)), len(rows))))
+    frames = []
+    for split in (table, shuffled):
+        connection = duckdb.connect()
+        connection.execute("SET TimeZone = 'UTC'")
+        connection.register("split", split)
+        frames.append(split_cost_costs(connection, "split", CLUSTER, origin="cur"))
+    pd.testing.assert_frame_equal(frames[0], frames[1])
+
+    expected: dict[tuple[pd.Timestamp, str, str], Decimal] = {}
+    for h, parent, ns, pod, split_cost, unused in rows:
+        when = START + pd.Timedelta(hours=h)
+        for key, value in (((when, f"node-{parent}", f"{ns}/{pod}"), split_cost),
+                           ((when, f"node-{parent}", IDLE), unused)):  # fmt: skip
+            expected[key] = expected.get(key, Decimal(0)) + value
+    got = {(r.window_start, r.node, r.name): r.amount for r in frames[0].itertuples()}
+    assert got == {key: _micros(value) for key, value in expected.items()}
+
+    # each parent instance billed per hour at a figure of its own, plus a volume per hour
+    connection.execute(
+        """CREATE TEMP VIEW lines AS
+           SELECT ParentResourceId AS ResourceId, ChargePeriodStart, ChargePeriodEnd,
+                  'Amazon Elastic Compute Cloud' AS ServiceName, 'Instance' AS ResourceType,
+                  SUM(SplitCost) + SUM(UnusedCost) + 0.0000001 * COUNT(*) AS EffectiveCost
+           FROM split GROUP BY ALL
+           UNION ALL
+           SELECT DISTINCT 'vol-1', ChargePeriodStart, ChargePeriodEnd,
+                  'Amazon Elastic Block Store', 'Volume', CAST(0.0109589041 AS DECIMAL(38, 18))
+           FROM split"""
+    )
+    rest = unsplit_lines(connection, "lines", "split", CLUSTER)
+    billed = connection.execute("SELECT SUM(EffectiveCost) FROM lines").fetchall()[0][0]
+    split_sum = sum((r[4] + r[5] for r in rows), Decimal(0))
+    assert billed == split_sum + sum(rest["effective_cost"], Decimal(0))
+    assert set(rest["part"]) == {UnsplitPart.NOT_SPLIT, UnsplitPart.PARENT_REMAINDER}
