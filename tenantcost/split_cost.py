@@ -40,6 +40,7 @@ import pandas as pd
 import pyarrow as pa
 
 from tenantcost.errors import InputError
+from tenantcost.limits import MAX_MICROS_PER_ROW
 from tenantcost.readers.canonical import validate_costs
 from tenantcost.tables import COST_REQUIRED_COLUMNS
 
@@ -48,6 +49,10 @@ IDLE = "__idle__"
 
 MICRO_SQL = "CAST(round_even({0}, 6) * 1000000 AS HUGEINT)"
 """An exact DECIMAL sum to int micro-units, half to even (DuckDB rounds DECIMAL exactly)."""
+
+CAP = MAX_MICROS_PER_ROW + 1
+"""Amounts are fetched as BIGINT (DuckDB hands HUGEINT to pandas as doubles); anything above
+the per-row limit is capped one unit beyond it, so ``validate_costs`` still refuses it."""
 
 POD_ARN = "arn:aws:eks:%:pod/%"
 """A split line's resource id: ``arn:aws:eks:REGION:ACCOUNT:pod/CLUSTER/NAMESPACE/POD/UID``."""
@@ -135,7 +140,8 @@ def split_cost_costs(
         SELECT window_start, window_end, '{IDLE}', node, '', '', '', '', {micro_unused},
                min(place)
         FROM r GROUP BY window_start, window_end, node)
-        SELECT * EXCLUDE (place), place.f || ':row ' || CAST(place.r AS VARCHAR) AS origin
+        SELECT * EXCLUDE (place, amount), CAST(LEAST(amount, {CAP}) AS BIGINT) AS amount,
+               place.f || ':row ' || CAST(place.r AS VARCHAR) AS origin
         FROM g ORDER BY window_start, window_end, name, node, namespace, controller_kind,
                         controller, pod
         """,

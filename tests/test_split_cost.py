@@ -601,3 +601,13 @@ def test_amounts_are_exact_sums_rounded_once_in_any_row_order(
     split_sum = sum((r[4] + r[5] for r in rows), Decimal(0))
     assert billed == split_sum + sum(rest["effective_cost"], Decimal(0))
     assert set(rest["part"]) == {UnsplitPart.NOT_SPLIT, UnsplitPart.PARENT_REMAINDER}
+
+
+def test_pod_cost_beyond_the_row_limit_is_an_error(tmp_path: Path) -> None:
+    rows = [dict(r) for r in SPLIT_ROWS]
+    rows[0]["split"] = Decimal("2000000000")  # 2e9 a pod-hour: beyond what a row may hold
+    connection = duckdb.connect()
+    open_views(connection, write_cur(tmp_path / "cur.parquet", split_rows=rows))
+    with pytest.raises(InputError) as err:
+        split_cost_costs(connection, "split", CLUSTER, origin="cur.parquet")
+    assert f"cur.parquet, row {len(BILLED) + 1}" in str(err.value)
