@@ -278,14 +278,13 @@ def unsplit_lines(
                      '{UnsplitPart.NOT_SPLIT}' AS part, EffectiveCost AS effective_cost,
                      1 AS n
               FROM keyed WHERE NOT is_parent),
-            parent AS (
+            parent AS (  -- named after its largest line (ties by name: any row order)
               SELECT ResourceId, ChargePeriodStart, ChargePeriodEnd,
-                     arg_max(ServiceName, EffectiveCost) AS ServiceName,
-                     arg_max(ResourceType, EffectiveCost) AS ResourceType,
+                     max({{'c': EffectiveCost, 's': ServiceName, 't': ResourceType}}) AS top,
                      SUM(EffectiveCost) AS effective_cost, COUNT(*) AS n
               FROM keyed WHERE is_parent GROUP BY ResourceId, ChargePeriodStart, ChargePeriodEnd),
             remainder AS (
-              SELECT q.ServiceName, q.ResourceType, q.ChargePeriodStart, q.ChargePeriodEnd,
+              SELECT q.top.s, q.top.t, q.ChargePeriodStart, q.ChargePeriodEnd,
                      '{UnsplitPart.PARENT_REMAINDER}' AS part,
                      q.effective_cost - p.split_total AS effective_cost, q.n
               FROM parent AS q JOIN parents AS p ON q.ResourceId = p.rid
