@@ -69,6 +69,12 @@ def decimal_cell(ref: str, dtype: str) -> Cell:
     if exact:
         return Cell(f"CAST({ref} AS {DECIMAL})", f"CAST({ref} AS VARCHAR)", f"{ref} IS NULL",
                     "FALSE")  # fmt: skip
+    if match is not None and int(match.group(2)) <= MAX_SCALE:
+        # A typed decimal with few places (Parquet's DECIMAL(38,10)): exact as it is; only a
+        # value beyond 10^20 would not fit, and TRY_CAST says so (whole columns, no regex).
+        value = f"TRY_CAST({ref} AS {DECIMAL})"
+        return Cell(value, f"CAST({ref} AS VARCHAR)", f"{ref} IS NULL",
+                    f"{ref} IS NOT NULL AND {value} IS NULL")  # fmt: skip
     text = _text_of(ref)
     places = (
         f"length(rtrim(regexp_extract({text}, '\\.([0-9]*)', 1), '0'))"
@@ -111,8 +117,6 @@ def tags_cell(ref: str | None, dtype: str) -> Cell:
         value = f"COALESCE(CAST(to_json({ref}) AS VARCHAR), '{{}}')"
         return Cell(value, "NULL", "FALSE", "FALSE")
     text = _text_of(ref)
-    bad = (
-        f"{text} IS NOT NULL AND NOT (CASE WHEN json_valid({text})"
-        f" THEN json_type(CAST({text} AS JSON)) = 'OBJECT' ELSE FALSE END)"
-    )
+    # An object is valid JSON that starts with "{": one parse, no second json_type pass.
+    bad = f"{text} IS NOT NULL AND NOT (starts_with({text}, '{{') AND json_valid({text}))"
     return Cell(f"COALESCE({text}, '{{}}')", text, "FALSE", bad)
