@@ -170,8 +170,10 @@ def invoice_view(invoice: Mapping[str, Any] | None, places: int) -> InvoiceView 
         currency=str(invoice["currency"]),
         rows=_rows(invoice, places),
         effective_in_scope=format_amount(int(invoice["effective_in_scope"]), places),
-        invoices=[(str(i["id"]), format_amount(int(i["billed_total"]), places))
-                  for i in invoice["invoices"]],  # fmt: skip
+        invoices=[
+            (str(i["id"]), format_amount(int(i["billed_total"]), places))
+            for i in invoice["invoices"]
+        ],
         billed_total=format_amount(int(invoice["billed_total"]), places),
         gap=format_amount(gap, places),
         closes=gap == 0,

@@ -250,9 +250,7 @@ class Writer:
             _render(
                 self.html_env,
                 "index.html",
-                index=_index(
-                    pack, sheets, summary, files, self.formats, economics, reconciliation
-                ),
+                index=_index(pack, sheets, summary, files, self.formats, economics, reconciliation),
                 reproduce=Reproduce(command),
             ),
         )
