@@ -144,7 +144,7 @@ def test_client_sheets_say_billed_rates_and_invoice_and_show_billed_lines(
             assert len(rows) == 1, (client, label)
             shown = int(rows[0][-1].replace(",", "").replace(".", "")) * 10 ** (6 - places)
             assert abs(shown - FIGURES.lines[(client, label)]) < 10 ** (6 - places)  # rounded
-            assert f"{label}<span class=\"sub\">billed service</span>" in html
+            assert f'{label}<span class="sub">billed service</span>' in html
         total = format_amount(FIGURES.clients[client], places)
         assert f"**Total** | **{total} USD**" in md and f'id="total">{total} USD<' in html
         # privacy: no other client's name, nor a company figure a total would give away
@@ -212,7 +212,7 @@ def test_reconciliation_json_carries_the_invoice_object(pack_dir: tuple[Path, in
 def test_estimates_are_marked_and_invoice_ids_listed() -> None:
     """``--allow-unbilled``: finance's repricing marks the estimated periods and keeps them
     out of the ratio; a client's sheet says part of its figure is an estimate."""
-    result, _billing, invoice = run_core([node(0, "0.4")], allow_unbilled=True)
+    _result, _billing, invoice = run_core([node(0, "0.4")], allow_unbilled=True)
     doc = invoice.to_json()
     view = invoice_view(doc, 6)
     assert view is not None and view.estimates and view.closes
