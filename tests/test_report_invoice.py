@@ -1,17 +1,13 @@
 """What users see of the invoice: client sheets, the finance summary, reconciliation.json and
 the web month page, on the examples/invoice-close hour.
 
-Until the billing reader is merged, the pack is built in-process as ``report`` builds it
-(inputs, the command's run sequence, the pack, the writer), with the example's FOCUS rows
-registered as the canonical billing view (as tests/test_invoice_cascade.py does). The
-expected figures are tests/test_invoice_example.py's, computed with exact fractions; the CLI
-test, on the same FOCUS file through ``--billing``, waits for the reader.
+The pack is ``tenantcost report --billing`` on the example's FOCUS 1.2 file (the rule file's
+``billing.sources`` left out, so the option is what brings the billing data in). The expected
+figures are tests/test_invoice_example.py's, computed with exact fractions.
 """
 
 from __future__ import annotations
 
-import csv
-import dataclasses
 import json
 import re
 import subprocess
@@ -19,12 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pytest
 import yaml
 
-from tenantcost.billing import prepare_billing
-from tenantcost.config.billing import BILLING_MATCH_COLUMNS
 from tenantcost.report.display import format_amount
 from tenantcost.report.invoice_view import billing_basis, invoice_ids_text, invoice_view
 from tenantcost.service.page_data import stored_invoice
@@ -44,7 +37,7 @@ AT = "2026-12-01T00:00:00Z"
 
 def rules_without_sources(folder: Path) -> Path:
     """The example's rule file with absolute inputs and no ``billing.sources`` (so the
-    billing data comes from ``--billing``, or here from the registered view)."""
+    billing data comes from ``--billing``)."""
     text = (EXAMPLE / "rules.yaml").read_text(encoding="utf-8")
     text = text.replace("  sources: [billing/]", "")
     for name in ("costs.json", "usage.csv"):
@@ -55,52 +48,23 @@ def rules_without_sources(folder: Path) -> Path:
     return path
 
 
-def canonical_rows(path: Path) -> list[dict[str, Any]]:
-    """The FOCUS file's rows as the canonical view's columns (the reader's contract)."""
-    times = ("BillingPeriodStart", "BillingPeriodEnd", "ChargePeriodStart", "ChargePeriodEnd")
-    rows = []
-    with path.open(encoding="utf-8", newline="") as handle:
-        for r in csv.DictReader(handle):
-            row: dict[str, Any] = {c: r.get(c) or "" for c in BILLING_MATCH_COLUMNS}
-            row.update(
-                x_file=str(path),
-                Tags=r["Tags"] or "{}",
-                InvoiceId=r["InvoiceId"] or "(no invoice id)",
-                BillingCurrency=r["BillingCurrency"],
-                BilledCost=r["BilledCost"],
-                EffectiveCost=r["EffectiveCost"],
-                **{t: pd.Timestamp(r[t]) for t in times},
-            )
-            rows.append(row)
-    return rows
-
-
 @pytest.fixture(scope="module")
 def pack_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
-    """The report pack (HTML and Markdown) of the example on its billing data, and the
-    decimals it shows."""
-    from tenantcost.cli.run import Run
-    from tenantcost.inputs import load_inputs
-    from tenantcost.report import build_pack, write_pack
-    from tenantcost.report.pack import alternative_keys
-    from tenantcost.timefmt import utc
-
-    from .test_invoice_cascade import register
-
+    """``tenantcost report --billing FOCUS.csv`` on the example (HTML and Markdown; the PDF
+    is WeasyPrint's rendering of the same HTML): the pack and the decimals it shows."""
     folder = tmp_path_factory.mktemp("invoice-pack")
-    inputs = load_inputs(rules_without_sources(folder))
-    view = register(inputs.con, canonical_rows(FOCUS))
-    billing = prepare_billing(
-        inputs.costs, inputs.con, view, inputs.ruleset, period=None, allow_unbilled=False,
-        origin=str(FOCUS),
+    out = folder / "pack"
+    done = subprocess.run(
+        [sys.executable, "-m", "tenantcost", "report", "--config",
+         str(rules_without_sources(folder)), "--billing", str(FOCUS), "--out", str(out),
+         "--format", "html,md", "--generated-at", AT],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
     )  # fmt: skip
-    inputs = dataclasses.replace(inputs, billing=billing)
-    keys = alternative_keys(inputs)
-    base, *others = Run(inputs, None, None, None).allocate_keys([None, *keys])
-    alternatives = {k: o.result for k, o in zip(keys, others, strict=True)}
-    pack = build_pack(inputs, base.result, generated_at=utc(AT), alternatives=alternatives)
-    write_pack(pack, folder / "out", ["html", "md"], progress=False, jobs=1)
-    return folder / "out", pack.places
+    assert done.returncode == 0, done.stderr
+    summary = (out / "finance-summary.md").read_text(encoding="utf-8")
+    places = re.search(r"shown to (\d) decimals", summary)
+    assert places is not None
+    return out, int(places.group(1))
 
 
 def check_invoice(doc: dict[str, Any]) -> None:
@@ -272,23 +236,3 @@ def test_served_month_page_shows_the_recorded_invoice(
         page = logged_in(served, "finance").get(f"/months/{MONTH}").text
     assert "Invoice cascade" in page and "Repricing per cluster" in page
     assert f'id="invoice-billed-total">{format_amount(FIGURES.billed_total, places)}<' in page
-
-
-@pytest.mark.xfail(strict=False, reason="reader not merged")
-def test_report_with_billing_writes_the_invoice_pack(tmp_path: Path) -> None:
-    """``tenantcost report --billing FOCUS.csv``: the option flows into the pack."""
-    out = tmp_path / "pack"
-    done = subprocess.run(
-        [sys.executable, "-m", "tenantcost", "report", "--config",
-         str(rules_without_sources(tmp_path)), "--billing", str(FOCUS), "--out", str(out),
-         "--format", "html,md", "--generated-at", AT],
-        capture_output=True, text=True, cwd=ROOT, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    doc = json.loads((out / "reconciliation.json").read_text(encoding="utf-8"))
-    check_invoice(doc["invoice"])
-    summary = (out / "finance-summary.md").read_text(encoding="utf-8")
-    assert "## 2. Invoice cascade" in summary and "cluster-one" in summary
-    sheet = (out / "clients" / "client-b.md").read_text(encoding="utf-8")
-    assert "reconciles to invoice INV-2026-11-001" in sheet
-    assert not re.search(r"client-[ac]", sheet)
