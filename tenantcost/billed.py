@@ -338,22 +338,19 @@ def billed_hours(con: duckdb.DuckDBPyConnection, ruleset: RuleSet) -> BilledHour
 
 
 def hours_to_windows(hours: pd.Series, cost_windows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
-    """Each hour's window: the cost window containing it, else the hour itself."""
-    cw = cost_windows.sort_values("window_start").reset_index(drop=True)
-    cw = cw.assign(
-        window_start=cw["window_start"].dt.as_unit("ns"),
-        window_end=cw["window_end"].dt.as_unit("ns"),
-    )
-    h = pd.DataFrame(
-        {"hour": pd.DatetimeIndex(hours).as_unit("ns"), "pos": np.arange(len(hours))}
-    ).sort_values("hour", kind="mergesort")
-    found = pd.merge_asof(
-        h, cw, left_on="hour", right_on="window_start", direction="backward"
-    ).sort_values("pos", kind="mergesort")
-    inside = found["window_end"].notna() & (found["hour"] < found["window_end"])
-    start = found["window_start"].where(inside, found["hour"])
-    end = found["window_end"].where(inside, found["hour"] + HOUR)
+    """Each hour's window: the cost window containing it, else the hour itself (a binary
+    search over the sorted, non-overlapping windows, on int64 nanoseconds)."""
+    starts = pd.DatetimeIndex(cost_windows["window_start"]).as_unit("ns").asi8
+    ends = pd.DatetimeIndex(cost_windows["window_end"]).as_unit("ns").asi8
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
+    h = pd.DatetimeIndex(hours).as_unit("ns").asi8
+    found = np.searchsorted(starts, h, side="right") - 1
+    safe = np.clip(found, 0, None)
+    inside = (found >= 0) & (h < ends[safe]) if len(starts) else np.zeros(len(h), dtype=bool)
+    start = np.where(inside, starts[safe] if len(starts) else h, h)
+    end = np.where(inside, ends[safe] if len(starts) else h, h + HOUR.value)
     return (
-        pd.Series(pd.to_datetime(start.to_numpy(), utc=True), index=hours.index),
-        pd.Series(pd.to_datetime(end.to_numpy(), utc=True), index=hours.index),
+        pd.Series(pd.to_datetime(start, utc=True), index=hours.index),
+        pd.Series(pd.to_datetime(end, utc=True), index=hours.index),
     )
