@@ -133,7 +133,9 @@ def _read_tags(ruleset: RuleSet) -> list[str]:
     return tags
 
 
-def group_billing(con: duckdb.DuckDBPyConnection, view: str, ruleset: RuleSet) -> None:
+def group_billing(
+    con: duckdb.DuckDBPyConnection, view: str, ruleset: RuleSet, *, checked: bool = False
+) -> None:
     """One scan of the billing view into the small table :data:`GROUPS`.
 
     Columns: ``s, e`` (charge period), ``invoice``, ``category``, ``commitment``,
@@ -142,17 +144,31 @@ def group_billing(con: duckdb.DuckDBPyConnection, view: str, ruleset: RuleSet) -
     ``effective`` (exact sums) and ``n``.
     """
     service = "ServiceName" if _unclassified_names(ruleset) else "''"
+    # with ``checked``, ``view`` carries the reader's ``x_problem``: counted in this one scan
+    problems = "count(*) FILTER (WHERE x_problem IS NOT NULL)" if checked else "0"
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE {GROUPS} AS
         SELECT ChargePeriodStart AS s, ChargePeriodEnd AS e, InvoiceId AS invoice,
                ChargeCategory AS category, CommitmentDiscountType AS commitment, cluster,
                version, entry, client, {service} AS service,
-               sum(BilledCost) AS billed, sum(EffectiveCost) AS effective, count(*) AS n
+               sum(BilledCost) AS billed, sum(EffectiveCost) AS effective, count(*) AS n,
+               {problems} AS problems,
+               min(BillingCurrency) AS currency_low, max(BillingCurrency) AS currency_high
         FROM {classified_sql(view, ruleset)}
         GROUP BY ALL
         """
     )
+
+
+def needs_check(con: duckdb.DuckDBPyConnection, currency: str) -> bool:
+    """Whether the grouped lines hold a problem the reader would refuse (a bad cell, a
+    period out of order, another currency): then the reader's own check names it."""
+    found = con.execute(
+        f"SELECT coalesce(sum(problems), 0), min(currency_low), max(currency_high) FROM {GROUPS}"
+    ).fetchall()[0]
+    problems, low, high = found
+    return bool(problems) or (low is not None and not (low == high == currency))
 
 
 @dataclass(frozen=True)

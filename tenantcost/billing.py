@@ -20,6 +20,7 @@ rows, privacy and the existing cascade now run on billed money.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import duckdb
@@ -34,6 +35,7 @@ from tenantcost.billed import (
     classified_sql,
     group_billing,
     hours_to_windows,
+    needs_check,
 )
 from tenantcost.config.rules import RuleSet
 from tenantcost.errors import InputError
@@ -166,13 +168,19 @@ def prepare_billing(
     allow_unbilled: bool = False,
     origin: str = "billing",
     split_view: str | None = None,
+    check: Callable[[], None] | None = None,
 ) -> BillingRun:
     """Group, check and place the billing data of one run (the module's steps).
 
     ``split_view`` holds CUR 2.0's EKS split rows, the cost table of the clusters with
-    ``costs_from: split_cost_allocation`` (``tenantcost.split_cost``).
+    ``costs_from: split_cost_allocation`` (``tenantcost.split_cost``). ``check`` is the
+    reader's whole-data check when it was deferred (``view`` then carries ``x_problem``):
+    the grouping counts the problems in its own scan and ``check`` runs only when there is
+    one, to name it.
     """
-    group_billing(con, view, ruleset)
+    group_billing(con, view, ruleset, checked=check is not None)
+    if check is not None and needs_check(con, ruleset.currency):
+        check()
     check_classified(con, view, ruleset, origin)
     split = split_cost_tables(costs, con, view, split_view, ruleset, origin)
     period = period or data_period(pd.concat([costs, split.costs], ignore_index=True))

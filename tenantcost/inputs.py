@@ -126,22 +126,26 @@ def open_billing_run(
             "billed lines OpenCost prices (billing.clusters), or the node cost would be "
             "counted twice"
         )
-    from tenantcost.readers.billing import open_billing
+    from tenantcost.readers.billing import check_billing, check_split_rows, open_billing
 
     data = open_billing(
         chosen,
         con,
         currency=ruleset.currency,
         focus_allocations=ruleset.billing.focus_allocations,
+        check=False,  # the grouping's own scan counts the problems (prepare_billing)
     )
+    check_split_rows(con, data, ruleset.currency)
     return prepare_billing(
         costs,
         con,
-        data.view,
+        data.checked_view,
         ruleset,
         period=period,
         allow_unbilled=allow_unbilled,
         origin=data.origin,
+        split_view=data.split_view,
+        check=lambda: check_billing(con, data, ruleset.currency),
     )
 
 
