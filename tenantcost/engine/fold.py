@@ -51,6 +51,14 @@ def _limbs_of_direct(direct: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(**{column: 0 for column in MEASURE_LIMB_COLUMNS})
 
 
+def _ns_windows(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its window columns as ``datetime64[ns, UTC]``."""
+    wrong = [c for c in ("window_start", "window_end") if frame[c].dtype != "datetime64[ns, UTC]"]
+    if not wrong:
+        return frame
+    return frame.astype(dict.fromkeys(wrong, "datetime64[ns, UTC]"))
+
+
 def sum_period_parts(parts: list[pd.DataFrame]) -> pd.DataFrame:
     """Sum per-chunk period lines (or earlier sums of them) into one row per rule, client,
     source, kind and key, measures still as exact limbs. Integer sums only, so the result
@@ -60,6 +68,9 @@ def sum_period_parts(parts: list[pd.DataFrame]) -> pd.DataFrame:
         return pd.DataFrame(
             {c: pd.Series(dtype=t) for c, t in {**PERIOD_LINE_DTYPES, **LIMB_DTYPES}.items()}
         ).drop(columns=["measure", "total_measure", "share"])
+    # One time unit for every part: DuckDB hands back microseconds, the plan holds
+    # nanoseconds, and a concat of both is an object column (a slow, Python-level min/max).
+    frames = [_ns_windows(f) for f in frames]
     lines = pd.concat(frames, ignore_index=True)
     lines["key"] = lines["key"].fillna("")
     sums = {column: (column, "sum") for column in MEASURE_LIMB_COLUMNS}
