@@ -296,11 +296,17 @@ def billing_lines(draw: st.DrawFn) -> list[dict[str, Any]]:
 def test_the_invoice_closes_for_any_billing_data_in_any_order(
     lines: list[dict[str, Any]], rnd: Any
 ) -> None:
-    result, _billing, invoice = run(lines)
+    result, billing, invoice = run(lines)
     assert invoice.gap == 0
     assert abs(parts(invoice)[("bridge", "rounding")]) * 2 <= len(lines) + 8
     exact = sum(Decimal(line["BilledCost"]) for line in lines)
     assert invoice.billed_total == int((exact * 10**6).quantize(Decimal(1), "ROUND_HALF_EVEN"))
+    # repricing conserves B in every priced period: the period's rows add up to it exactly
+    priced = billing.repricing[billing.repricing["billed_effective"] > 0]
+    for period in priced.itertuples(index=False):
+        rows = billing.costs[billing.costs["window_start"] >= period.period_start]
+        rows = rows[rows["window_start"] < period.period_end]
+        assert int(rows["amount"].sum()) == period.billed_effective
     shuffled = list(lines)
     rnd.shuffle(shuffled)
     again, _, invoice_again = run(shuffled, cost_rows().sample(frac=1, random_state=1))
