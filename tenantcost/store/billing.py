@@ -126,7 +126,7 @@ def stored_billing(
     con.register(live, cells[["uid", "window_start", "key"]].astype({"uid": str, "key": str}))
     listed = ", ".join("'" + p.replace("'", "''") + "'" for p in files)
     columns = ", ".join(
-        f"u.x_file || ' (billing batch ' || left(u.x_uid, 12) || ')' AS x_file" if c == "x_file"
+        "u.x_file || ' (billing batch ' || left(u.x_uid, 12) || ')' AS x_file" if c == "x_file"
         else f"u.{quote(c)}" for c in COLUMNS
     )  # fmt: skip
     con.execute(f"""CREATE OR REPLACE TEMP VIEW {view} AS SELECT {columns} FROM (

@@ -17,12 +17,15 @@ Parquet.
 
 **Billing data.** When the store holds billing batches for the month
 (:mod:`tenantcost.store.billing`), the run goes through the same steps as ``allocate
---billing``: the live billing rows are the billing view, :func:`tenantcost.billing.prepare_billing`
-reprices the costs and places the billed lines, the allocation runs on billed money, and the
-invoice cascade (:func:`tenantcost.invoice.invoice_cascade`) is recorded with the run
-(``run.invoice``, the ``invoice`` object of ``allocate --format json``). ``close`` issues that
-run, so the revision carries its cascade. The report pack's figures that need the inputs again (a re-run per alternative key)
-are recorded by ``close`` for the run it issues, not here: they would make every run several
+--billing``: the live billing rows are the billing view,
+:func:`tenantcost.billing.prepare_billing` reprices the costs and places the billed lines,
+the allocation runs on billed money, and the invoice cascade
+(:func:`tenantcost.invoice.invoice_cascade`) is recorded with the run (``run.invoice``, the
+``invoice`` object of ``allocate --format json``). ``close`` issues that run, so the
+revision carries its cascade.
+
+The report pack's figures that need the inputs again (a re-run per alternative key) are
+recorded by ``close`` for the run it issues, not here: they would make every run several
 times slower than ``allocate``.
 """
 
