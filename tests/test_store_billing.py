@@ -124,7 +124,7 @@ def canonical(con: duckdb.DuckDBPyConnection, path: Path) -> CanonicalView:
     """The canonical billing view of a FOCUS CSV (DESIGN21's columns and types)."""
     header = path.read_text().splitlines()[0].split(",")
     text = ", ".join(
-        f"coalesce(\"{c}\", '') AS \"{c}\"" if c in header else f"'' AS \"{c}\""
+        f'coalesce("{c}", \'\') AS "{c}"' if c in header else f"'' AS \"{c}\""
         for c in BILLING_MATCH_COLUMNS
     )
     name = "canonical_" + path.stem.replace("-", "_")
@@ -198,7 +198,10 @@ def test_ingest_stores_exact_decimals_and_status_shows_the_coverage(world: World
     [month] = month_status(world.store.engine, MONTH)
     billing = month["billing"]
     assert (billing["hours"], billing["complete"], billing["first_uncovered_day"]) == (
-        480, False, "2026-11-21")
+        480,
+        False,
+        "2026-11-21",
+    )
     assert billing["invoices"] == ["INV-1"] and billing["periods"][0]["billing_account_id"] == "111"
     assert billing["periods"][0]["covered_to"] == "2026-11-21T00:00:00Z"
     lines = status_table([month]).splitlines()
@@ -213,8 +216,12 @@ def test_close_refuses_a_month_its_billing_data_does_not_cover(world: World) -> 
     text = refused.value.one_line()
     assert "\n" not in text and "first uncovered day 2026-11-21" in text
     assert "--allow-incomplete" in text and "ingest billing" in text
-    with pytest.raises(InputError, match="no billed lines|not billed|2026-11-21"):
+    with pytest.raises(InputError, match="cluster 'prod' has OpenCost costs but no billed line"):
         run_month(world.store, MONTH, key=None, actor="test")  # the cluster's days 21-30
+    estimated = run_month(world.store, MONTH, key=None, actor="test", allow_unbilled=True)
+    assert estimated.result.invoice is not None
+    estimates = [r for r in estimated.result.invoice["repricing"] if r["estimate"]]
+    assert [r["period_start"][:10] for r in estimates] == [f"2026-11-{d}" for d in range(21, 31)]
 
 
 def test_a_restated_export_replaces_the_earlier_batch(world: World) -> None:
@@ -237,7 +244,8 @@ def test_a_restated_export_replaces_the_earlier_batch(world: World) -> None:
     assert totals == {"a": DAYS * 2_010_000, "b": DAYS * 670_000}
     with world.store.engine.connect() as connection:
         recorded = connection.execute(
-            select(table(Run).c.invoice).where(table(Run).c.id == run.run_id)).scalar_one()
+            select(table(Run).c.invoice).where(table(Run).c.id == run.run_id)
+        ).scalar_one()
     assert json.loads(recorded) == invoice
     # withdrawing the restated batch brings the first back; ingesting it again replaces it
     withdrawn = withdraw_batch(world.store.engine, done.uid, reason="test", actor="test")
@@ -247,7 +255,10 @@ def test_a_restated_export_replaces_the_earlier_batch(world: World) -> None:
     assert month_status(world.store.engine, MONTH)[0]["billing"]["complete"] is True
     statuses = {b.uid: str(b.status) for b in list_batches(world.store.engine)}
     assert (statuses[first.uid], statuses[done.uid], statuses[again.uid]) == (
-        "superseded", "withdrawn", "active")
+        "superseded",
+        "withdrawn",
+        "active",
+    )
 
 
 def test_close_records_the_invoice_cascade_with_the_revision(world: World) -> None:
@@ -256,8 +267,11 @@ def test_close_records_the_invoice_cascade_with_the_revision(world: World) -> No
     issued = latest_issued(world.store.engine, MONTH)
     assert issued is not None
     with world.store.engine.connect() as connection:
-        invoice = json.loads(connection.execute(
-            select(table(Run).c.invoice).where(table(Run).c.id == issued.run_id)).scalar_one())
+        invoice = json.loads(
+            connection.execute(
+                select(table(Run).c.invoice).where(table(Run).c.id == issued.run_id)
+            ).scalar_one()
+        )
     assert invoice["gap"] == 0 and invoice["currency"] == "USD"
     # the same export again into the closed month changes nothing (same bytes, same cells)
     same = world.ingest(world.restated)
@@ -274,8 +288,11 @@ def test_the_api_serves_the_invoice_cascade_to_finance_and_admin_only(world: Wor
     with running_service(world.db, world.data, world.tmp / "serve.log") as service:
 
         def get(role: str, query: str) -> httpx.Response:
-            return httpx.get(f"{service.url}/api/v1/months/{MONTH}/reconciliation{query}",
-                             headers={"Authorization": f"Bearer {tokens[role]}"}, timeout=60)
+            return httpx.get(
+                f"{service.url}/api/v1/months/{MONTH}/reconciliation{query}",
+                headers={"Authorization": f"Bearer {tokens[role]}"},
+                timeout=60,
+            )
 
         for role in ("finance", "admin"):
             answer = get(role, "?against=invoice")

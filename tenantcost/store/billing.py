@@ -28,7 +28,10 @@ import duckdb
 import pandas as pd
 from sqlalchemy import Connection, Engine, func, select
 
+from tenantcost.billing import BillingRun, prepare_billing
 from tenantcost.config.billing import BILLING_MATCH_COLUMNS
+from tenantcost.config.rules import RuleSet
+from tenantcost.errors import InputError
 from tenantcost.store.data import Store
 from tenantcost.store.models import Batch, BatchCell, BatchFile, BillingCell, table
 from tenantcost.windows import Period
@@ -138,4 +141,37 @@ def stored_billing(
                          int(cells["rows"].sum()))  # fmt: skip
 
 
-__all__ = ["COLUMNS", "KIND", "LIVE_COLUMNS", "StoredBilling", "live_cells", "stored_billing"]
+def stored_billing_run(
+    store: Store,
+    period: Period,
+    con: duckdb.DuckDBPyConnection,
+    ruleset: RuleSet,
+    costs: pd.DataFrame,
+    *,
+    allow_unbilled: bool,
+) -> BillingRun | None:
+    """The billing side of a stored month's allocation, as ``allocate --billing`` prepares
+    it (:func:`tenantcost.inputs.open_billing_run`), from the stored billing rows; ``None``
+    when the store holds none for the period."""
+    data = stored_billing(store, period, con)
+    if data is None:
+        return None
+    if ruleset.billing is None:
+        raise InputError(
+            f"the store holds billing data for {period.start:%Y-%m} but the stored rule file "
+            "has no billing: section; load a rule file listing the clusters whose billed "
+            "lines OpenCost prices (billing.clusters), or the node cost would be counted twice"
+        )
+    return prepare_billing(costs, con, data.view, ruleset, period=period,
+                           allow_unbilled=allow_unbilled, origin=data.origin)  # fmt: skip
+
+
+__all__ = [
+    "COLUMNS",
+    "KIND",
+    "LIVE_COLUMNS",
+    "StoredBilling",
+    "live_cells",
+    "stored_billing",
+    "stored_billing_run",
+]

@@ -196,10 +196,16 @@ def _record_cells(conn: Connection, uid: str, cells: pd.DataFrame) -> None:
     """The batch's ``billing_cell`` rows (in its write transaction)."""
     batch_id = conn.execute(select(table(Batch).c.id).where(table(Batch).c.uid == uid)).scalar()
     records = [
-        {"batch_id": batch_id, "billing_period_start": r.window_start.to_pydatetime(),
-         "billing_period_end": r.window_end.to_pydatetime(), "billing_account_id": r.key,
-         "rows": int(r.rows), "invoices": json.dumps([str(i) for i in r.invoices]),
-         "charge_end": r.charge_end.to_pydatetime(), "coverage": json.dumps(r.coverage)}
+        {
+            "batch_id": batch_id,
+            "billing_period_start": r.window_start.to_pydatetime(),
+            "billing_period_end": r.window_end.to_pydatetime(),
+            "billing_account_id": r.key,
+            "rows": int(r.rows),
+            "invoices": json.dumps([str(i) for i in r.invoices]),
+            "charge_end": r.charge_end.to_pydatetime(),
+            "coverage": json.dumps(r.coverage),
+        }
         for r in cells.itertuples()
     ]  # fmt: skip  (one per cell: a few)
     conn.execute(insert(table(BillingCell)), records)

@@ -44,7 +44,6 @@ from sqlalchemy import Connection, Engine, Row, insert, select
 
 from tenantcost import __version__
 from tenantcost.allocate import allocate_stream
-from tenantcost.billing import BillingRun, prepare_billing
 from tenantcost.config.rules import RuleSet, parse_rules
 from tenantcost.errors import InputError
 from tenantcost.invoice import invoice_cascade
@@ -59,7 +58,7 @@ from tenantcost.reconcile import (
 from tenantcost.result import AllocationResult
 from tenantcost.split import connect
 from tenantcost.store.batches import name_batches
-from tenantcost.store.billing import stored_billing
+from tenantcost.store.billing import stored_billing_run
 from tenantcost.store.data import Store
 from tenantcost.store.lock import write_transaction
 from tenantcost.store.models import (
@@ -194,7 +193,8 @@ def run_month(
     try:
         costs = stored_costs(store, period, tag_batches=True)
         usage = stored_usage(store, period, con)
-        billed = _billing_run(store, period, con, rules.ruleset, costs, allow_unbilled)
+        billed = stored_billing_run(store, period, con, rules.ruleset, costs,
+                                    allow_unbilled=allow_unbilled)
         result = allocate_stream(
             billed.costs if billed is not None else costs, usage, rules.ruleset,
             key=key, period=period, detail="period", rules_origin=rules.origin, con=con,
@@ -217,30 +217,6 @@ def run_month(
         _record_results(connection, run_id, result, casc, batches)
         record_run_tables(connection, run_id, result, rules)
     return RecordedRun(run_id, result, casc)
-
-
-def _billing_run(
-    store: Store,
-    period: Period,
-    con: Any,
-    ruleset: RuleSet,
-    costs: pd.DataFrame,
-    allow_unbilled: bool,
-) -> BillingRun | None:
-    """The billing side of the run, as ``allocate --billing`` prepares it
-    (:func:`tenantcost.inputs.open_billing_run`), from the stored billing rows; ``None``
-    when the store holds none for the month."""
-    data = stored_billing(store, period, con)
-    if data is None:
-        return None
-    if ruleset.billing is None:
-        raise InputError(
-            f"the store holds billing data for {period.start:%Y-%m} but the stored rule file "
-            "has no billing: section; load a rule file listing the clusters whose billed "
-            "lines OpenCost prices (billing.clusters), or the node cost would be counted twice"
-        )
-    return prepare_billing(costs, con, data.view, ruleset, period=period,
-                           allow_unbilled=allow_unbilled, origin=data.origin)  # fmt: skip
 
 
 def _run_row(

@@ -175,7 +175,7 @@ class BillingCoverage:
              "rows": int(r.rows), "invoices": json.loads(r.invoices),
              "covered_to": _reach(r.coverage), "batch": r.uid}
             for r in self.cells.itertuples()
-        ]  # fmt: skip  (one per cell: a few)
+        ]  # fmt: skip
         return {"hours": _hours(self.hours), "complete": self.complete,
                 "first_uncovered_day": self.first_uncovered_day, "periods": periods,
                 "invoices": sorted({i for p in periods for i in p["invoices"]}),
