@@ -305,6 +305,14 @@ def test_the_api_serves_the_invoice_cascade_to_finance_and_admin_only(world: Wor
         default = get("finance", "")
         assert default.status_code == 200 and "cascade" in default.json()
         assert get("finance", "?against=other").status_code == 422
+        compared = httpx.get(
+            f"{service.url}/api/v1/months/{MONTH}/compare?keys=requests",
+            headers={"Authorization": f"Bearer {tokens['finance']}"},
+            timeout=60,
+        )
+        assert compared.status_code == 200, compared.text
+        amounts = {c["client"]: c["amounts"]["requests"] for c in compared.json()["clients"]}
+        assert amounts == {"a": DAYS * 2_010_000, "b": DAYS * 670_000}  # on billed money
 
 
 def test_ingest_billing_through_the_reader(world: World) -> None:
