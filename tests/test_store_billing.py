@@ -186,6 +186,11 @@ def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 
 
 def test_ingest_stores_exact_decimals_and_status_shows_the_coverage(world: World) -> None:
+    assert "billing" not in month_status(world.store.engine, MONTH)[0]
+    with pytest.raises(
+        UnbilledMonth, match="no billing data stored, first uncovered day 2026-11-01"
+    ):
+        close_month(world.store, MONTH, actor="test")  # the rules have a billing: section
     done = world.ingest(world.first)
     assert (done.kind, done.rows, done.cells, done.files) == ("billing", 41, 1, 1)
     stored = Path(world.data) / "billing" / "date=2026-11-01" / f"{done.uid}.parquet"
