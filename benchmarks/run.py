@@ -37,6 +37,8 @@ and the Dask writer of ``report --engine dask --workers N`` (``--pdf-dask-worker
 file against the same rows as Parquet (``--csv-case``).
 ``store`` (on demand, benchmarks/store.py): ingest rows/s and ``run --month`` against
 ``allocate`` on SQLite and PostgreSQL (``--store-cases``, ``--store-backends``).
+``billing`` (on demand, benchmarks/billing_section.py): ``allocate`` on the small case with a
+10 M-row FOCUS billing file against without, and the plain DuckDB query that bounds it.
 """
 
 from __future__ import annotations
@@ -710,7 +712,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sections",
         default="startup,cases,report,pdf,csv",
-        help="comma list of startup,cases,report,pdf,csv,store (default: all but store)",
+        help="comma list of startup,cases,report,pdf,csv,store,billing (default: all but store "
+        "and billing)",
     )
     parser.add_argument(
         "--allocate-output",
@@ -734,9 +737,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--csv-case", default="pack300", choices=list(REPORT_CASES), help="the csv section's case"
     )
+    from billing_section import add_arguments as add_billing_arguments
+    from billing_section import billing_section
     from store import add_arguments, store_section  # the store section (benchmarks/store.py)
 
     add_arguments(parser)
+    add_billing_arguments(parser)
     args = parser.parse_args(argv)
     sections = {s.strip() for s in args.sections.split(",") if s.strip()}
     args.engines = {e.strip() for e in args.engines.split(",") if e.strip()}
@@ -770,6 +776,8 @@ def main(argv: list[str] | None = None) -> int:
         texts.append("## Usage as CSV\n\n" + csv_section(args, other_errors))
     if "store" in sections:
         texts.append("## Store\n\n" + store_section(args, other_errors))
+    if "billing" in sections:
+        texts.append("## Billing data\n\n" + billing_section(args, other_errors))
     text = "\n\n".join(texts)
     print()
     print(text)

@@ -32,7 +32,14 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from tenantcost.billing_match import first_match_sql, literal, tag_expression
+from tenantcost.billing_match import (
+    TAG_VALUES,
+    first_match_sql,
+    literal,
+    match_tags,
+    tag_expression,
+    tag_values,
+)
 from tenantcost.client_id import client_id_problem
 from tenantcost.config.rules import RuleSet
 from tenantcost.errors import InputError
@@ -60,16 +67,16 @@ def _version_sql(ruleset: RuleSet) -> str:
     return f"(CASE {whens} ELSE -1 END)::INTEGER"
 
 
-def _entry_sql(ruleset: RuleSet) -> str:
+def _entry_sql(ruleset: RuleSet, tags: list[str]) -> str:
     """The index of the first ``billed:`` entry of the line's version that matches it."""
     whens = " ".join(
-        f"WHEN version = {v} THEN {first_match_sql([b.match for b in r.billed])}"
+        f"WHEN version = {v} THEN {first_match_sql([b.match for b in r.billed], tags)}"
         for v, r in enumerate(ruleset.rules)
     )
     return f"(CASE {whens} ELSE NULL END)::INTEGER"
 
 
-def _client_sql(ruleset: RuleSet) -> str:
+def _client_sql(ruleset: RuleSet, tags: list[str]) -> str:
     """The client of a direct line: its entry's ``client:``, or the value of the tag its
     ``client_from:`` names (``''`` when the tag is absent or empty); ``''`` otherwise."""
     whens: list[str] = []
@@ -80,7 +87,7 @@ def _client_sql(ruleset: RuleSet) -> str:
             value = (
                 literal(b.client)
                 if b.client is not None
-                else f"coalesce({tag_expression(b.client_from.tag)}, '')"  # type: ignore[union-attr]
+                else f"coalesce({tag_expression(b.client_from.tag, tags)}, '')"  # type: ignore[union-attr]
             )
             whens.append(f"WHEN version = {v} AND entry = {j} THEN {value}")
     return f"(CASE {' '.join(whens)} ELSE '' END)" if whens else "''"
@@ -95,18 +102,35 @@ def classified_sql(view: str, ruleset: RuleSet) -> str:
     none), ``version`` (-1 before the first), ``entry`` (NULL: a cluster line, or no entry
     matched) and ``client`` (of direct entries, else ``''``)."""
     clusters = ruleset.billing.clusters if ruleset.billing is not None else []
-    cluster = first_match_sql([c.match for c in clusters])
+    tags = _read_tags(ruleset)
+    cluster = first_match_sql([c.match for c in clusters], tags)
     return f"""(
-        WITH located AS (
+        WITH tagged AS (
+            SELECT *, {tag_values(tags)} AS {TAG_VALUES} FROM {view}
+        ), located AS (
             SELECT *, coalesce({cluster}, {NO_CLUSTER}) AS cluster,
                    {_version_sql(ruleset)} AS version
-            FROM {view}
+            FROM tagged
         ), classified AS (
-            SELECT *, CASE WHEN cluster = {NO_CLUSTER} THEN {_entry_sql(ruleset)} END AS entry
+            SELECT *, CASE WHEN cluster = {NO_CLUSTER} THEN {_entry_sql(ruleset, tags)} END
+                AS entry
             FROM located
         )
-        SELECT *, {_client_sql(ruleset)} AS client FROM classified
+        SELECT * EXCLUDE ({TAG_VALUES}), {_client_sql(ruleset, tags)} AS client FROM classified
     )"""
+
+
+def _read_tags(ruleset: RuleSet) -> list[str]:
+    """Every tag the classification reads: the clusters' and entries' matches, the direct
+    entries' ``client_from`` tags."""
+    clusters = ruleset.billing.clusters if ruleset.billing is not None else []
+    matches = [c.match for c in clusters] + [b.match for r in ruleset.rules for b in r.billed]
+    tags = match_tags(matches)
+    for r in ruleset.rules:
+        for b in r.billed:
+            if b.client_from is not None and b.client_from.tag not in tags:
+                tags.append(b.client_from.tag)
+    return tags
 
 
 def group_billing(con: duckdb.DuckDBPyConnection, view: str, ruleset: RuleSet) -> None:
@@ -314,22 +338,19 @@ def billed_hours(con: duckdb.DuckDBPyConnection, ruleset: RuleSet) -> BilledHour
 
 
 def hours_to_windows(hours: pd.Series, cost_windows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
-    """Each hour's window: the cost window containing it, else the hour itself."""
-    cw = cost_windows.sort_values("window_start").reset_index(drop=True)
-    cw = cw.assign(
-        window_start=cw["window_start"].dt.as_unit("ns"),
-        window_end=cw["window_end"].dt.as_unit("ns"),
-    )
-    h = pd.DataFrame(
-        {"hour": pd.DatetimeIndex(hours).as_unit("ns"), "pos": np.arange(len(hours))}
-    ).sort_values("hour", kind="mergesort")
-    found = pd.merge_asof(
-        h, cw, left_on="hour", right_on="window_start", direction="backward"
-    ).sort_values("pos", kind="mergesort")
-    inside = found["window_end"].notna() & (found["hour"] < found["window_end"])
-    start = found["window_start"].where(inside, found["hour"])
-    end = found["window_end"].where(inside, found["hour"] + HOUR)
+    """Each hour's window: the cost window containing it, else the hour itself (a binary
+    search over the sorted, non-overlapping windows, on int64 nanoseconds)."""
+    starts = pd.DatetimeIndex(cost_windows["window_start"]).as_unit("ns").asi8
+    ends = pd.DatetimeIndex(cost_windows["window_end"]).as_unit("ns").asi8
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
+    h = pd.DatetimeIndex(hours).as_unit("ns").asi8
+    found = np.searchsorted(starts, h, side="right") - 1
+    safe = np.clip(found, 0, None)
+    inside = (found >= 0) & (h < ends[safe]) if len(starts) else np.zeros(len(h), dtype=bool)
+    start = np.where(inside, starts[safe] if len(starts) else h, h)
+    end = np.where(inside, ends[safe] if len(starts) else h, h + HOUR.value)
     return (
-        pd.Series(pd.to_datetime(start.to_numpy(), utc=True), index=hours.index),
-        pd.Series(pd.to_datetime(end.to_numpy(), utc=True), index=hours.index),
+        pd.Series(pd.to_datetime(start, utc=True), index=hours.index),
+        pd.Series(pd.to_datetime(end, utc=True), index=hours.index),
     )

@@ -19,6 +19,7 @@ rows, privacy and the existing cascade now run on billed money.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import duckdb
@@ -30,12 +31,15 @@ from tenantcost.billed import (
     billed_hours,
     billing_totals,
     check_classified,
+    classified_sql,
     group_billing,
     hours_to_windows,
 )
 from tenantcost.config.rules import RuleSet
+from tenantcost.errors import InputError
 from tenantcost.kinds import CostClass
-from tenantcost.reprice import Repriced, reprice
+from tenantcost.reprice import Repriced, reprice, spread_over_hours
+from tenantcost.split_cost import split_cost_costs, unsplit_lines
 from tenantcost.windows import Period, data_period
 
 WINDOW = ["window_start", "window_end"]
@@ -105,6 +109,10 @@ def _placed(
     inside = hours[_in(period, hours["hour"])].copy()
     inside["window_start"], inside["window_end"] = hours_to_windows(inside["hour"], cost_windows)
     inside = inside.merge(_entry_table(ruleset), on=["version", "entry"], how="left")
+    unsplit = inside["entry"] == SPLIT_ENTRY
+    inside.loc[unsplit, "class"] = str(CostClass.OVERHEAD)
+    inside.loc[unsplit, "entry_name"] = inside.loc[unsplit, "service"].astype(str)
+    inside.loc[unsplit, "reason"] = ""
     unmatched = inside["class"].isna()
     inside.loc[unmatched, "class"] = str(CostClass.UNCLASSIFIED)
     inside.loc[unmatched, "entry_name"] = "billed: " + inside.loc[unmatched, "service"].astype(str)
@@ -157,17 +165,27 @@ def prepare_billing(
     period: Period | None,
     allow_unbilled: bool = False,
     origin: str = "billing",
+    split_view: str | None = None,
 ) -> BillingRun:
-    """Group, check and place the billing data of one run (the module's steps)."""
+    """Group, check and place the billing data of one run (the module's steps).
+
+    ``split_view`` holds CUR 2.0's EKS split rows, the cost table of the clusters with
+    ``costs_from: split_cost_allocation`` (``tenantcost.split_cost``).
+    """
     group_billing(con, view, ruleset)
     check_classified(con, view, ruleset, origin)
-    period = period or data_period(costs)
+    split = split_cost_tables(costs, con, view, split_view, ruleset, origin)
+    period = period or data_period(pd.concat([costs, split.costs], ignore_index=True))
     repriced = reprice(costs, con, ruleset, allow_unbilled=allow_unbilled)
+    repriced = dataclasses.replace(
+        repriced, costs=pd.concat([repriced.costs, split.costs], ignore_index=True)
+    )
     rows_in = _in(period, repriced.costs["window_start"])
     in_costs = repriced.costs[rows_in]
     cost_windows = in_costs.drop_duplicates(WINDOW)[WINDOW]
     hours = billed_hours(con, ruleset)
-    placed = _placed(hours.hours, ruleset, period, cost_windows)
+    hours_all = pd.concat([hours.hours, split.hours], ignore_index=True)
+    placed = _placed(hours_all, ruleset, period, cost_windows)
     spread = repriced.spread
     estimate_rows = _estimate_mask(repriced)
     return BillingRun(
@@ -181,14 +199,106 @@ def prepare_billing(
         ),
         estimate=int(repriced.costs.loc[rows_in & estimate_rows, "amount"].sum()),
         outside_period=int(
-            hours.hours.loc[~_in(period, hours.hours["hour"]), "amount"].sum()
+            hours_all.loc[~_in(period, hours_all["hour"]), "amount"].sum()
             + spread.loc[~_in(period, spread["hour"]), "amount"].sum()
             + repriced.costs.loc[~rows_in & ~estimate_rows, "amount"].sum()
         ),
-        rounded_effective=repriced.billed_effective + hours.rounded,
+        rounded_effective=repriced.billed_effective + hours.rounded + split.rounded,
         opencost_estimate=int(in_costs["opencost_amount"].sum()),
         origin=origin,
     )
+
+
+@dataclass(frozen=True)
+class SplitTables:
+    """The clusters priced by AWS's split rows: their cost rows (``amount`` set,
+    ``opencost_amount`` 0: OpenCost saw none of it), their other billed lines as hourly
+    ``overhead`` amounts (``hour, version, entry, client, service, amount``, entry -2 with
+    ``service`` the line's label), and the sum of every group rounded once."""
+
+    costs: pd.DataFrame
+    hours: pd.DataFrame
+    rounded: int
+
+
+SPLIT_ENTRY = -2
+"""The ``entry`` of a split cluster's lines outside its split rows (residual overhead)."""
+
+
+def split_cost_tables(
+    costs: pd.DataFrame,
+    con: duckdb.DuckDBPyConnection,
+    view: str,
+    split_view: str | None,
+    ruleset: RuleSet,
+    origin: str,
+) -> SplitTables:
+    """Cost rows and residual lines of each ``costs_from: split_cost_allocation`` cluster."""
+    clusters = ruleset.billing.clusters if ruleset.billing is not None else []
+    frames: list[pd.DataFrame] = []
+    hours: list[pd.DataFrame] = []
+    rounded = 0
+    for i, cluster in enumerate(clusters):  # one pass per listed cluster: a handful
+        if cluster.costs_from != "split_cost_allocation":
+            continue
+        _refuse_opencost_rows(costs, cluster.name)
+        if split_view is None:
+            raise InputError(
+                f"billing.clusters '{cluster.name}' takes its costs from split cost allocation, "
+                "but the billing data has no EKS split rows (split_line_item_* columns of CUR "
+                "2.0)",
+                file=origin,
+            )
+        table = split_cost_costs(con, split_view, cluster.name, origin=origin)
+        table["opencost_amount"] = 0
+        lines = f"(SELECT * FROM {classified_sql(view, ruleset)} WHERE cluster = {i})"
+        other = unsplit_lines(con, lines, split_view, cluster.name)
+        frames.append(table)
+        hours.append(_unsplit_hours(other, ruleset))
+        rounded += int(table["amount"].sum()) + int(other["amount"].sum())
+    empty_hours = pd.DataFrame(
+        {
+            "hour": pd.Series([], dtype="datetime64[ns, UTC]"),
+            "version": [],
+            "entry": [],
+            "client": [],
+            "service": [],
+            "amount": [],
+        }
+    )
+    return SplitTables(
+        costs=pd.concat(frames, ignore_index=True) if frames else costs.iloc[0:0],
+        hours=pd.concat(hours, ignore_index=True) if hours else empty_hours,
+        rounded=rounded,
+    )
+
+
+def _refuse_opencost_rows(costs: pd.DataFrame, name: str) -> None:
+    rows = costs[costs["cluster"] == name]
+    if not rows.empty:
+        raise InputError(
+            f"cluster '{name}' takes its costs from split cost allocation (billing.clusters), "
+            "and the cost data holds OpenCost rows for it too: that would count the cluster "
+            "twice; drop its OpenCost costs or set costs_from: opencost",
+            file=str(rows.iloc[0].origin),
+            column="cluster",
+        )
+
+
+def _unsplit_hours(other: pd.DataFrame, ruleset: RuleSet) -> pd.DataFrame:
+    """A split cluster's other lines, spread over the hours of their charge periods, as
+    residual overhead named after their service and resource type."""
+    spread = spread_over_hours(
+        other["amount"].to_numpy(dtype="int64"),
+        pd.to_datetime(other["ChargePeriodStart"], utc=True),
+        pd.to_datetime(other["ChargePeriodEnd"], utc=True),
+    )
+    label = (other["ServiceName"].astype(str) + " " + other["ResourceType"].astype(str)).str.strip()
+    spread["service"] = label.to_numpy()[spread["item"].to_numpy()]
+    spread["version"] = ruleset.version_index(spread["hour"]).to_numpy()
+    spread["entry"] = SPLIT_ENTRY
+    spread["client"] = ""
+    return spread[["hour", "version", "entry", "client", "service", "amount"]]
 
 
 def _estimate_mask(repriced: Repriced) -> pd.Series:

@@ -151,13 +151,17 @@ def invoice_cascade(result: AllocationResult, billing: BillingRun) -> Invoice:
     """The invoice cascade of ``result``, an allocation of ``billing.costs``."""
     totals = billing.totals
     lines = _allocation_lines(result)
-    lines.append(InvoiceLine(InvoicePart.EXTERNAL, "external costs", -result.external_total))
-    lines.append(InvoiceLine(InvoicePart.ESTIMATE, "OpenCost estimate", -billing.estimate))
-    lines.append(InvoiceLine(InvoicePart.UNSEEN, "billed, not seen by OpenCost", billing.unseen))
+    optional = [  # shown when not zero: most months have no estimate and nothing unseen
+        InvoiceLine(InvoicePart.EXTERNAL, "external costs", -result.external_total),
+        InvoiceLine(InvoicePart.ESTIMATE, "OpenCost estimate", -billing.estimate),
+        InvoiceLine(InvoicePart.UNSEEN, "billed, not seen by OpenCost", billing.unseen),
+    ]
+    lines += [line for line in optional if line.amount]
     effective = sum(ln.amount for ln in lines)
     lines += [InvoiceLine(InvoicePart.OUTSIDE, name, amount) for name, amount in totals.outside]
     lines += [InvoiceLine(InvoicePart.BRIDGE, name, amount) for name, amount in totals.bridge]
-    lines.append(InvoiceLine(InvoicePart.BRIDGE, OUTSIDE_PERIOD, billing.outside_period))
+    if billing.outside_period:
+        lines.append(InvoiceLine(InvoicePart.BRIDGE, OUTSIDE_PERIOD, billing.outside_period))
     rounding = (
         totals.billed_total
         - billing.rounded_effective

@@ -115,8 +115,10 @@ def merge_periods(intervals: pd.DataFrame) -> pd.DataFrame:
 
 
 def _billed_periods(con: duckdb.DuckDBPyConnection, names: list[str]) -> pd.DataFrame:
-    """The distinct charge periods of each cluster's billed lines."""
+    """The distinct charge periods of each repriced cluster's billed lines."""
     frame = con.execute(f"SELECT DISTINCT cluster, s, e FROM {GROUPS} WHERE cluster >= 0").df()
+    repriced = [i for i, name in enumerate(names) if name != "\0"]
+    frame = frame[frame["cluster"].isin(repriced)]
     return pd.DataFrame(
         {
             "cluster": frame["cluster"].map(dict(enumerate(names))).astype(str),
@@ -152,6 +154,8 @@ def _period_billing(
 
 def _assign_periods(costs: pd.DataFrame, periods: pd.DataFrame) -> np.ndarray:
     """The period index of each cost row (every window lies inside one period)."""
+    if costs.empty or periods.empty:
+        return np.zeros(len(costs), dtype="int64")
     p = periods.reset_index(drop=True).assign(pid=lambda f: np.arange(len(f)))
     rows = pd.DataFrame(
         {
@@ -211,7 +215,10 @@ def reprice(
 ) -> Repriced:
     """Reprice every cost row to its cluster's billed effective cost (the module's rules)."""
     index = check_clusters(costs, ruleset)
-    names = list(index)
+    names = list(index)  # by cluster index; clusters whose costs come from split rows are
+    # not repriced: their names are blanked so no period of theirs forms
+    clusters = ruleset.billing.clusters if ruleset.billing is not None else []
+    names = [n if clusters[i].costs_from == "opencost" else "\0" for i, n in enumerate(names)]
     costs = costs.copy()
     costs["opencost_amount"] = cost_amounts(costs)
     intervals = pd.concat(

@@ -207,6 +207,9 @@ def check_format(fmt: str, allowed: tuple[str, ...]) -> str:
 
 
 def _reference_detail(result: AllocationResult) -> str:
+    if result.invoice is not None:  # repriced costs and billed lines: the effective in scope
+        effective = result.cost_total + result.billed_pool_total
+        return f"billed effective {money(effective)} + external {money(result.external_total)}"
     return f"costs {money(result.cost_total)} + external {money(result.external_total)}"
 
 

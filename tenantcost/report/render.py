@@ -12,6 +12,7 @@ figures. Markdown escapes every value (:mod:`tenantcost.report.markdown`).
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 from collections.abc import Callable, Sequence
@@ -32,6 +33,7 @@ from tenantcost.report.pdf import PdfPool, default_jobs, write_pdf
 from tenantcost.report.pdf_dask import DaskPdfPool
 from tenantcost.report.sheet import ClientSheet, build_sheet, period_view, prepare, slug
 from tenantcost.report.summary import FinanceSummary, build_summary
+from tenantcost.writers.json_output import reconciliation_document
 
 FORMATS = ("html", "pdf", "md")
 TEMPLATES_PACKAGE = ("tenantcost", "templates")
@@ -41,6 +43,9 @@ PACKAGE_PREFIX = "tenantcost"
 SUMMARY_NAME = "finance-summary"
 ECONOMICS_NAME = "unit-economics"
 CLIENT_DIR = "clients"
+RECONCILIATION_NAME = "reconciliation.json"
+"""With billing data: the cascades as ``reconcile --format json`` prints them, ``invoice``
+object included (finance's, beside the summary)."""
 
 
 def parse_formats(text: str) -> list[str]:
@@ -235,6 +240,7 @@ class Writer:
             summary=summary,
             reproduce=Reproduce(command),
         )
+        reconciliation = self._reconciliation()
         economics = None
         if self.unit_economics is not None:
             economics = f"{ECONOMICS_NAME}.html"
@@ -244,12 +250,22 @@ class Writer:
             _render(
                 self.html_env,
                 "index.html",
-                index=_index(pack, sheets, summary, files, self.formats, economics),
+                index=_index(pack, sheets, summary, files, self.formats, economics, reconciliation),
                 reproduce=Reproduce(command),
             ),
         )
         self.tick("index.html")
         return self.written
+
+    def _reconciliation(self) -> str | None:
+        """A run on billing data: ``reconciliation.json`` (the cascade, the ``invoice``
+        object), the machine-readable twin of the summary's cascades; else nothing, so packs
+        without billing data keep their files."""
+        if self.pack.base.invoice is None:
+            return None
+        document = reconciliation_document(self.pack.base)
+        self._write(self.out / RECONCILIATION_NAME, json.dumps(document, indent=2) + "\n")
+        return RECONCILIATION_NAME
 
 
 @dataclass(frozen=True)
@@ -268,6 +284,8 @@ class IndexPage:
     summary_links: list[tuple[str, str]]
     unattributed_share: str
     unit_economics: str | None = None
+    reconciliation: str | None = None
+    """``reconciliation.json`` of a run on billing data (the invoice cascade); else None."""
 
 
 def _index(
@@ -277,6 +295,7 @@ def _index(
     files: dict[str, str],
     formats: Sequence[str],
     unit_economics: str | None = None,
+    reconciliation: str | None = None,
 ) -> IndexPage:
     shown = pack.shown
     labels = {"html": "HTML", "pdf": "PDF", "md": "Markdown"}
@@ -298,6 +317,7 @@ def _index(
         summary_links=[(labels[f], f"{SUMMARY_NAME}.{f}") for f in formats],
         unattributed_share=format_share(unattributed / bound) if bound else "-",
         unit_economics=unit_economics,
+        reconciliation=reconciliation,
     )
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tenantcost.allocate import AllocationResult
+from tenantcost.config.billing import describe_match
 from tenantcost.config.keys import EVEN, Key, WeightsKey
 from tenantcost.config.rules import RuleVersion
 from tenantcost.reconcile import exclusion_summary
@@ -129,6 +130,7 @@ def describe_version(
                 f"{e.per}): split {_key_phrase(e.key, client, where)}."
             )
         )
+    _billed(version, client, redact, splits, direct)
     return RuleText(
         id=redact(version.id),
         effective_from=version.effective_from.date().isoformat(),
@@ -138,6 +140,31 @@ def describe_version(
         idle=IDLE_TEXT[version.idle],
         unmatched=UNMATCHED_TEXT[version.unmatched],
     )
+
+
+def _billed(
+    version: RuleVersion,
+    client: str,
+    redact: Callable[[str], str],
+    splits: list[str],
+    direct: list[str],
+) -> None:
+    """The version's ``billed:`` entries that reach clients: shared ones (split like external
+    costs, over the usage of their services) and the direct ones that concern ``client``."""
+    for b in version.billed:
+        lines = f"{b.label} (billed lines: {describe_match(b.match)})"
+        if b.class_ == "shared" and b.key is not None:
+            where = f"on {' and '.join(b.services or [])} together"
+            splits.append(redact(f"{lines}: split {_key_phrase(b.key, client, where)}."))
+        elif b.class_ == "direct" and b.client == client:
+            direct.append(redact(f"{lines}: charged to you alone."))
+        elif b.class_ == "direct" and b.client_from is not None:
+            direct.append(
+                redact(
+                    f"{lines}: charged directly to the client named by their tag "
+                    f"{b.client_from.tag}."
+                )
+            )
 
 
 @dataclass(frozen=True)

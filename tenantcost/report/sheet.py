@@ -39,6 +39,7 @@ from tenantcost.report.display import (
     period_label,
     unit_basis,
 )
+from tenantcost.report.invoice_view import BillingBasis, billing_basis
 from tenantcost.report.pack import ReportPack
 from tenantcost.report.privacy import Redaction, too_few_clients, withheld_pools
 from tenantcost.report.provenance import Provenance
@@ -55,6 +56,8 @@ KIND_LABELS = {
     "direct": "your workload",
     "idle": "distributed idle",
 }
+BILLED_DIRECT_LABEL = "your billed service"
+"""A direct line from a ``billed:`` entry (a billed line tagged with the client)."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +172,8 @@ class ClientSheet:
     """Why some lines' pool figures are withheld; empty when every line shows them."""
     statement: StatementView | None = None
     """A restated revision or a draft (``report --from-db``); ``None`` otherwise."""
+    billing: BillingBasis | None = None
+    """A run on billing data: the rate basis and the invoice ids; ``None`` otherwise."""
 
 
 def period_view(pack: ReportPack) -> PeriodView:
@@ -229,6 +234,17 @@ def lines_by_client(pack: ReportPack) -> dict[str, list[Any]]:
     return {str(clients[a]): records[a:b] for a, b in zip(starts, ends, strict=True)}
 
 
+def billed_sources(pack: ReportPack) -> set[str]:
+    """The source names of the ``billed:`` entries in force (direct billed lines carry them)."""
+    return {entry.label for version in pack.base.rules for entry in version.billed}
+
+
+def _kind_label(kind: str, source: str, billed: set[str]) -> str:
+    if kind == "direct" and source in billed:
+        return BILLED_DIRECT_LABEL
+    return KIND_LABELS.get(kind, kind)
+
+
 def _lines(
     pack: ReportPack,
     mine: Sequence[Any],
@@ -237,6 +253,7 @@ def _lines(
 ) -> tuple[list[SheetLine], str]:
     """The client's lines (from :func:`lines_by_client`), formatted for the sheet."""
     amounts, total = format_column([int(line.amount) for line in mine], pack.places)
+    billed = billed_sources(pack)
     out = []
     for line, amount in zip(mine, amounts, strict=True):
         keyed = line.kind in ("shared", "external", "billed")
@@ -252,7 +269,7 @@ def _lines(
         out.append(
             SheetLine(
                 source=str(line.source),
-                kind=KIND_LABELS.get(str(line.kind), str(line.kind)),
+                kind=_kind_label(str(line.kind), str(line.source), billed),
                 key=key_label(str(line.key)) if line.key else "-",
                 measure=format_measure(line.measure) if keyed else "-",
                 total_measure=format_measure(line.total_measure) if keyed and not hide else "-",
@@ -513,4 +530,5 @@ def build_sheet(
         min_pool_clients=threshold,
         withheld_note=withheld_note(threshold) if any(line.withheld for line in lines) else "",
         statement=statement_view(pack.statement, client, pack.places, redact),
+        billing=billing_basis(pack.base.invoice, redact),
     )

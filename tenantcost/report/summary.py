@@ -23,6 +23,7 @@ from tenantcost.report.display import (
     key_label,
 )
 from tenantcost.report.figures import adjusted
+from tenantcost.report.invoice_view import InvoiceView, invoice_ids_text, invoice_view
 from tenantcost.report.pack import ReportPack
 from tenantcost.report.provenance import Provenance
 from tenantcost.report.sheet import PeriodView, Row, period_view
@@ -91,6 +92,29 @@ class FinanceSummary:
     provenance: Provenance
     statement: SummaryStatement | None = None
     """A restated, incomplete or draft revision (``report --from-db``); ``None`` otherwise."""
+    invoice: InvoiceView | None = None
+    """The invoice cascade and the repricing of a run on billing data; ``None`` otherwise."""
+    cost_basis: str = ""
+    """A run on billing data: the rate basis and the invoices the figures reconcile to."""
+
+
+def _reference_detail(pack: ReportPack) -> str:
+    """What the reference total is made of: OpenCost's figure, or with billing data the
+    billed effective cost in scope (repriced clusters and billed lines outside them)."""
+    base = pack.base
+    external = format_amount(base.external_total, pack.places)
+    if base.invoice is not None:
+        effective = format_amount(base.cost_total + base.billed_pool_total, pack.places)
+        return f"billed effective {effective} + external {external}"
+    return f"OpenCost {format_amount(base.cost_total, pack.places)} + external {external}"
+
+
+def _cost_basis(pack: ReportPack) -> str:
+    invoice = pack.base.invoice
+    if invoice is None:
+        return ""
+    ids = invoice_ids_text([str(i["id"]) for i in invoice["invoices"]])
+    return f"billed effective (amortized) rates; reconciles to {ids}"
 
 
 def _rules(pack: ReportPack) -> list[RuleRow]:
@@ -197,10 +221,7 @@ def build_summary(pack: ReportPack, client_files: dict[str, str]) -> FinanceSumm
         period=period_view(pack),
         cascade=rows,
         reference_total=reference,
-        reference_detail=(
-            f"OpenCost {format_amount(base.cost_total, pack.places)} + external "
-            f"{format_amount(base.external_total, pack.places)}"
-        ),
+        reference_detail=_reference_detail(pack),
         gap=format_amount(casc.gap, pack.places),
         closes=casc.closes,
         waterfall=chart,
@@ -218,4 +239,6 @@ def build_summary(pack: ReportPack, client_files: dict[str, str]) -> FinanceSumm
         changes=_changes(pack),
         provenance=pack.provenance,
         statement=summary_statement(pack.statement, pack.places),
+        invoice=invoice_view(base.invoice, pack.places),
+        cost_basis=_cost_basis(pack),
     )

@@ -14,6 +14,7 @@ and only that page's figures are read here, in one query per table.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -269,6 +270,19 @@ def run_facts(engine: Engine, run_id: str) -> RunFacts:
         batches,
         smallest,
     )
+
+
+def stored_invoice(run: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The invoice cascade recorded with a run (the ``invoice`` object of ``allocate
+    --format json``), or ``None``: a run without billing data, or a store that does not
+    record it. The one place the pages read it: the run row's ``invoice`` field, a JSON text
+    or an already decoded object."""
+    value = run.get("invoice")
+    if value is None or (isinstance(value, float) and value != value):  # absent or NaN
+        return None
+    if isinstance(value, str | bytes):
+        value = json.loads(value) if value.strip() else None
+    return dict(value) if isinstance(value, Mapping) else None
 
 
 KEY_FIGURE_PREFIX = "key:"

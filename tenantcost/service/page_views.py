@@ -26,6 +26,7 @@ from tenantcost.report.display import (
     format_share,
     key_label,
 )
+from tenantcost.report.invoice_view import InvoiceView, invoice_view
 from tenantcost.service import page_data
 from tenantcost.service.urls import api_client_path, client_href
 from tenantcost.timefmt import utc
@@ -338,6 +339,8 @@ class RunView:
     batches: list[dict[str, Any]]
     issued_column: bool = False
     issued_total: str = ""
+    invoice: InvoiceView | None = None
+    """The invoice cascade and the repricing recorded with the run (billing data), if any."""
 
 
 @dataclass(frozen=True)
@@ -447,6 +450,7 @@ def _run_view(engine: Engine, month: str, run_id: str, draft: bool, page: int) -
         batches=[
             {**b, "created_at": when(b["created_at"])} for b in facts.batches.to_dict("records")
         ],
+        invoice=invoice_view(page_data.stored_invoice(run), places),
     )
 
 

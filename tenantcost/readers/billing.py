@@ -1,0 +1,467 @@
+"""Billing data (FOCUS 1.0–1.3, AWS CUR 2.0) as one canonical DuckDB view: what was invoiced.
+
+The contract with the allocation core (DESIGN21 "the canonical billing view"):
+``open_billing(paths, con, currency=...)`` returns a :class:`BillingData` naming a TEMP VIEW on
+``con`` with the FOCUS columns the core needs, whatever the source: FOCUS columns renamed
+between versions are mapped (``focus_columns``), CUR 2.0 columns are derived into FOCUS ones
+(``cur``), every cell is typed exactly (``billing_cells``: DECIMAL(38,18), UTC timestamps).
+
+Why a view and not a frame: a month of billing data can hold 10 M rows. The view is a DuckDB
+scan of the files (CSV, gzip CSV, Parquet; files, folders, hive-partitioned datasets), so
+whoever queries it streams; nothing here holds the rows. Validation is one whole-column
+aggregate query over the same scan; only when it finds a problem does a second query fetch
+the first offending row (by file and row) to name it. Every problem is an
+:class:`~tenantcost.errors.InputError` naming the file, ``row N`` (1-based data row within its
+file) and the column: nothing is dropped silently.
+
+FOCUS 1.3 split cost allocation: a dataset holding an origin charge *and* the allocated
+charges split from it counts one side only (``focus_allocations``); a charge whose counterpart
+is not in the dataset is always kept.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import duckdb
+
+from tenantcost.config.billing import BILLING_MATCH_COLUMNS
+from tenantcost.errors import InputError
+from tenantcost.readers import cur, focus_columns
+from tenantcost.readers.billing_cells import (
+    Cell,
+    decimal_cell,
+    literal,
+    quote,
+    tags_cell,
+    text_value,
+    timestamp_cell,
+)
+
+NO_INVOICE_ID = "(no invoice id)"
+SUFFIXES = (".csv", ".csv.gz", ".parquet")
+FocusAllocations = Literal["origin", "allocated"]
+_COUNTER = itertools.count(1)
+
+VIEW_COLUMNS: tuple[str, ...] = (
+    "x_file", "x_row", *BILLING_MATCH_COLUMNS, *focus_columns.TIMES, *focus_columns.MONEY,
+    "BillingCurrency", "Tags",
+)  # fmt: skip
+SPLIT_COLUMNS: tuple[str, ...] = (
+    "x_file", "x_row", "ChargePeriodStart", "ChargePeriodEnd", "ParentResourceId", "Cluster",
+    "Namespace", "WorkloadName", "WorkloadType", "Node", "Pod", "SplitCost", "UnusedCost", "Tags",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class BillingData:
+    """The billing rows as views on a DuckDB connection (see the module docstring)."""
+
+    view: str
+    split_view: str | None
+    files: list[str]
+    origin: str
+    rows: int
+
+
+@dataclass(frozen=True)
+class Source:
+    """Files read by one DuckDB scan, with their columns (lower-case name -> spelling)."""
+
+    files: tuple[str, ...]
+    fmt: Literal["csv", "parquet"]
+    names: dict[str, str]
+    types: dict[str, str]
+
+    def relation(self) -> str:
+        """The scan, with ``x_src_file`` and ``x_src_row``: as every reader counts rows, a CSV
+        file's header is line 1 (its first record is row 2), a Parquet file's first record is
+        row 1."""
+        if self.fmt == "parquet":
+            files = ", ".join(literal(f) for f in self.files)
+            return (
+                f"(SELECT *, file_row_number + 1 AS x_src_row FROM read_parquet([{files}],"
+                " union_by_name=true, filename='x_src_file', file_row_number=true,"
+                " hive_partitioning=false))"
+            )
+        return (
+            "(SELECT *, row_number() OVER () + 1 AS x_src_row FROM "
+            f"read_csv({literal(self.files[0])},"
+            " all_varchar=true, header=true, delim=',', quote='\"', escape='\"',"
+            " filename='x_src_file', hive_partitioning=false))"
+        )
+
+
+@dataclass
+class Stage:
+    """One source's canonical SELECT: columns, raw texts, and the cell problems found."""
+
+    columns: dict[str, str] = field(default_factory=dict)
+    problems: list[tuple[str, str]] = field(default_factory=list)
+    """(SQL condition, ``column|kind``) in the order they are reported."""
+
+    def cell(self, name: str, cell: Cell, *, required: bool, kind: str) -> None:
+        self.columns[name] = cell.value
+        self.columns[f"_raw_{name}"] = cell.raw
+        if required:
+            self.problems.append((cell.missing, f"{name}|missing"))
+        self.problems.append((cell.bad, f"{name}|{kind}"))
+
+    def sql(self, source: Source) -> str:
+        problem = " ".join(f"WHEN {cond} THEN {literal(code)}" for cond, code in self.problems
+                           if cond != "FALSE")  # fmt: skip
+        columns = [f"{sql} AS {quote(name)}" for name, sql in self.columns.items()]
+        columns.append(f"CASE {problem} END AS x_cell_problem" if problem
+                       else "CAST(NULL AS VARCHAR) AS x_cell_problem")  # fmt: skip
+        return (
+            "SELECT CAST(x_src_file AS VARCHAR) AS x_file, CAST(x_src_row AS BIGINT) AS x_row, "
+            + ", ".join(columns)
+            + f" FROM {source.relation()}"
+        )
+
+
+# --------------------------------------------------------------------------- files
+
+
+def billing_files(paths: Iterable[str | Path]) -> list[str]:
+    """Every billing file under ``paths`` (folders recursively, sorted; hidden names skipped)."""
+    found: list[str] = []
+    seen: set[Path] = set()
+    for entry in paths:
+        path = Path(entry)
+        if path.is_dir():
+            files = sorted(
+                p for p in path.rglob("*")
+                if p.is_file() and _suffix_ok(p)
+                and not any(part.startswith(".") for part in p.relative_to(path).parts)
+            )  # fmt: skip
+            if not files:
+                raise InputError(f"folder has no billing files ({', '.join(SUFFIXES)})",
+                                 file=str(path))  # fmt: skip
+        elif path.is_file():
+            if not _suffix_ok(path):
+                raise InputError(f"unsupported billing file type: expected {', '.join(SUFFIXES)}",
+                                 file=str(path))  # fmt: skip
+            files = [path]
+        else:
+            raise InputError("file or folder not found", file=str(path))
+        for file in files:
+            if file.resolve() not in seen:
+                seen.add(file.resolve())
+                found.append(str(file))
+    return found
+
+
+def _suffix_ok(path: Path) -> bool:
+    return path.name.lower().endswith(SUFFIXES)
+
+
+def _columns(con: duckdb.DuckDBPyConnection, file: str) -> list[tuple[str, str]]:
+    """(name, DuckDB type) of a file's columns, from its header or Parquet schema."""
+    scan = (
+        f"read_parquet({literal(file)})" if file.lower().endswith(".parquet")
+        else f"read_csv({literal(file)}, all_varchar=true, header=true, delim=',',"
+        " quote='\"', escape='\"')"
+    )  # fmt: skip
+    try:
+        rows = con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()
+    except duckdb.Error as exc:
+        raise InputError(f"cannot read billing file: {_first_line(exc)}", file=file) from None
+    return [(str(r[0]), str(r[1])) for r in rows]
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def sources(con: duckdb.DuckDBPyConnection, files: Sequence[str]) -> list[Source]:
+    """Files grouped into scans: Parquet files with one schema share a scan, CSV files don't
+    (their row numbers come from a per-file streaming ``row_number()``)."""
+    groups: dict[tuple[object, ...], list[str]] = {}
+    schemas: dict[tuple[object, ...], list[tuple[str, str]]] = {}
+    for file in files:
+        columns = _columns(con, file)
+        fmt = "parquet" if file.lower().endswith(".parquet") else "csv"
+        key: tuple[object, ...] = (fmt, tuple(columns)) if fmt == "parquet" else (fmt, file)
+        groups.setdefault(key, []).append(file)
+        schemas[key] = columns
+    result = []
+    for key, group in groups.items():
+        columns = schemas[key]
+        kind: Literal["csv", "parquet"] = "parquet" if key[0] == "parquet" else "csv"
+        result.append(Source(tuple(group), kind, {n.lower(): n for n, _ in columns},
+                             dict(columns)))  # fmt: skip
+    return result
+
+
+# --------------------------------------------------------------------------- stages
+
+
+def _require(source: Source, required: Sequence[str], resolve: object = None) -> None:
+    """A missing required column names the file, the header row and the column."""
+    for column in required:
+        found = (
+            focus_columns.resolve(column, source.names) if resolve is None
+            else source.names.get(column)
+        )  # fmt: skip
+        if found is None:
+            raise InputError(
+                "required column missing from the header",
+                file=source.files[0], where="header", column=column,
+            )
+
+
+def focus_stage(source: Source) -> Stage:
+    """A FOCUS source's canonical columns (any version 1.0–1.3, columns matched by name)."""
+    _require(source, focus_columns.REQUIRED)
+    stage = Stage()
+
+    def ref(column: str) -> str | None:
+        found = focus_columns.resolve(column, source.names)
+        return None if found is None else quote(found)
+
+    def dtype(column: str) -> str:
+        found = focus_columns.resolve(column, source.names)
+        return "VARCHAR" if found is None else source.types[found]
+
+    for column in BILLING_MATCH_COLUMNS:
+        stage.columns[column] = text_value(ref(column))
+    stage.columns["BillingCurrency"] = text_value(ref("BillingCurrency"))
+    stage.problems.append((f"{stage.columns['BillingCurrency']} = ''", "BillingCurrency|missing"))
+    for column in focus_columns.TIMES:
+        stage.cell(column, timestamp_cell(ref(column) or "NULL", dtype(column)),
+                   required=True, kind="time")  # fmt: skip
+    for column in focus_columns.MONEY:
+        stage.cell(column, decimal_cell(ref(column) or "NULL", dtype(column)),
+                   required=True, kind="number")  # fmt: skip
+    stage.cell("Tags", tags_cell(ref("Tags"), dtype("Tags")), required=False, kind="tags")
+    method = ref("AllocatedMethodId")
+    stage.columns["x_alloc"] = "FALSE" if method is None else f"{text_value(method)} <> ''"
+    stage.columns["x_split"] = "FALSE"
+    return stage
+
+
+def cur_stage(source: Source) -> Stage:
+    """A CUR 2.0 source's canonical columns, derived as :mod:`tenantcost.readers.cur` says."""
+    _require(source, cur.REQUIRED, resolve=False)
+    col = cur.quoted_lookup(source.names)
+    stage = Stage()
+    texts = cur.text_columns(col)
+    for column in BILLING_MATCH_COLUMNS:
+        stage.columns[column] = texts[column]
+    stage.columns["BillingCurrency"] = texts["BillingCurrency"]
+    stage.problems.append((f"{texts['BillingCurrency']} = ''", "line_item_currency_code|missing"))
+    times = {"BillingPeriodStart": "bill_billing_period_start_date",
+             "BillingPeriodEnd": "bill_billing_period_end_date",
+             "ChargePeriodStart": "line_item_usage_start_date",
+             "ChargePeriodEnd": "line_item_usage_end_date"}  # fmt: skip
+    for column, name in times.items():
+        cell = timestamp_cell(col(name) or "NULL", source.types[source.names[name]])
+        stage.cell(column, cell, required=False, kind="time")
+        stage.columns[f"_raw_{name}"] = cell.raw
+        stage.problems += [(cell.missing, f"{name}|missing")]
+        stage.problems = [(c, k.replace(f"{column}|", f"{name}|")) for c, k in stage.problems]
+    cells = cur.money_cells(col, lambda name: source.types[source.names[name]])
+    for name, cell in cells.items():
+        stage.columns[f"_raw_{name}"] = cell.raw
+        stage.problems.append((cell.bad, f"{name}|number"))
+    stage.problems.append((cells["line_item_unblended_cost"].missing,
+                           "line_item_unblended_cost|missing"))  # fmt: skip
+    split = cur.split_flag(col)
+    stage.columns["BilledCost"] = cur.billed_cost(cells)
+    stage.columns["EffectiveCost"] = cur.effective_cost(col, cells)
+    stage.columns["_raw_EffectiveCost"] = text_value(col("line_item_line_item_type"))
+    stage.problems.append((f"NOT ({split}) AND ({stage.columns['EffectiveCost']}) IS NULL",
+                           "EffectiveCost|derive"))  # fmt: skip
+    tags = col("resource_tags")
+    stage.cell("Tags", tags_cell(tags, source.types.get(source.names.get("resource_tags", ""), "")),
+               required=False, kind="tags")  # fmt: skip
+    stage.columns["x_alloc"] = "FALSE"
+    stage.columns["x_split"] = split
+    for name, sql in cur.split_columns(col, cells).items():
+        stage.columns[name] = sql
+    stage.problems.append((f"({split}) AND ({stage.columns['SplitCost']}) IS NULL",
+                           "split_line_item_split_cost|missing"))  # fmt: skip
+    return stage
+
+
+def stage_for(source: Source) -> Stage:
+    """The stage of a FOCUS or a CUR 2.0 source; anything else is refused."""
+    columns = set(source.names)
+    if focus_columns.is_focus(columns):
+        return focus_stage(source)
+    if cur.is_cur(columns):
+        return cur_stage(source)
+    raise InputError(
+        "not FOCUS (no BilledCost column) nor AWS CUR 2.0 (no line_item_unblended_cost and"
+        " line_item_line_item_type columns)", file=source.files[0], where="header",
+    )
+
+
+# --------------------------------------------------------------------------- checks
+
+PERIOD_PROBLEMS: tuple[tuple[str, str], ...] = (
+    ("BillingPeriodEnd <= BillingPeriodStart", "BillingPeriodEnd|order"),
+    ("ChargePeriodEnd < ChargePeriodStart", "ChargePeriodEnd|order"),
+    ("ChargeClass <> 'Correction' AND (ChargePeriodStart < BillingPeriodStart"
+     " OR ChargePeriodEnd > BillingPeriodEnd)", "ChargePeriodStart|period"),
+)  # fmt: skip
+"""Row checks on the typed columns (after the cell checks): a Correction row corrects an
+earlier billing period and is counted in the period that bills it, so it may lie outside."""
+
+MESSAGES = {
+    "missing": "empty value: the column is required",
+    "number": "not an exact decimal number with at most 18 decimal places: {raw}",
+    "time": "not a timestamp: {raw}",
+    "tags": "not a JSON object: {raw}",
+    "order": "the period ends before it starts",
+    "period": "charge period {ChargePeriodStart} – {ChargePeriodEnd} is outside the billing"
+    " period {BillingPeriodStart} – {BillingPeriodEnd} (only ChargeClass 'Correction' rows may be)",
+    "derive": "EffectiveCost cannot be derived for line item type {raw}: a cost column it needs"
+    " is empty (docs/billing-data.md)",
+}
+
+
+def _problem_sql() -> str:
+    whens = " ".join(f"WHEN {cond} THEN {literal(code)}" for cond, code in PERIOD_PROBLEMS)
+    return f"COALESCE(x_cell_problem, CASE {whens} END)"
+
+
+def _raise_problem(con: duckdb.DuckDBPyConnection, stage: str) -> None:
+    """The first row with a problem (by file, then row), as one InputError."""
+    file, row, code = con.execute(
+        f"SELECT x_file, x_row, x_problem FROM {stage} WHERE x_problem IS NOT NULL"
+        " ORDER BY x_file, x_row LIMIT 1"
+    ).fetchall()[0]
+    column, kind = str(code).split("|")
+    names = con.execute(f"SELECT * FROM {stage} LIMIT 0").description or []
+    wanted = [f"_raw_{column}"] if f"_raw_{column}" in {d[0] for d in names} else []
+    wanted += list(focus_columns.TIMES)
+    values = con.execute(
+        f"SELECT {', '.join(quote(w) for w in wanted)} FROM {stage}"
+        " WHERE x_file = ? AND x_row = ?", [file, row],
+    ).fetchall()[0]  # fmt: skip
+    found = dict(zip(wanted, values, strict=True))
+    raw = found.get(f"_raw_{column}")
+    context = {k: _iso(v) for k, v in found.items()}
+    message = MESSAGES[kind].format(raw="(empty)" if raw is None else repr(str(raw)), **context)
+    raise InputError(message, file=file, where=f"row {row}", column=column)
+
+
+def _iso(value: object) -> str:
+    text = str(value)
+    return text.replace(" ", "T").replace("+00:00", "Z") if value is not None else "(empty)"
+
+
+def _check_currency(con: duckdb.DuckDBPyConnection, stage: str, low: str, high: str,
+                    currency: str) -> None:  # fmt: skip
+    """One BillingCurrency in the whole dataset, and it is the rule file's ``currency:``."""
+    if low == high and low == currency:
+        return
+    first_file, first_row, first = con.execute(
+        f"SELECT x_file, x_row, BillingCurrency FROM {stage} ORDER BY x_file, x_row LIMIT 1"
+    ).fetchall()[0]
+    if low != high:
+        file, row, other = con.execute(
+            f"SELECT x_file, x_row, BillingCurrency FROM {stage} WHERE BillingCurrency <> ?"
+            " ORDER BY x_file, x_row LIMIT 1", [first],
+        ).fetchall()[0]  # fmt: skip
+        raise InputError(
+            f"billing currency '{other}' differs from '{first}' ({first_file}, row {first_row}):"
+            " one BillingCurrency per run (currency conversion is not supported)",
+            file=file, where=f"row {row}", column="BillingCurrency",
+        )
+    raise InputError(
+        f"billing currency '{first}' is not the rule file's currency '{currency}'",
+        file=first_file, where=f"row {first_row}", column="BillingCurrency",
+    )
+
+
+def validate(con: duckdb.DuckDBPyConnection, stage: str, currency: str) -> None:
+    """One aggregate pass over every row; the error path names the first offending row."""
+    problems, low, high = con.execute(
+        f"SELECT count(*) FILTER (WHERE x_problem IS NOT NULL), min(BillingCurrency),"
+        f" max(BillingCurrency) FROM {stage}"
+    ).fetchall()[0]
+    if problems:
+        _raise_problem(con, stage)
+    if low is not None:
+        _check_currency(con, stage, str(low), str(high), currency)
+
+
+# --------------------------------------------------------------------------- the view
+
+
+def _allocation_filter(mode: FocusAllocations, stage: str) -> str:
+    """FOCUS 1.3: leave out the side of each origin/allocated pair that is not counted."""
+    pairs = f"ResourceId <> '' AND x_key IN (SELECT x_key FROM {stage} WHERE ResourceId <> ''"
+    if mode == "origin":
+        return f"NOT (x_alloc AND {pairs} AND NOT x_alloc AND NOT x_split))"
+    return f"NOT (NOT x_alloc AND {pairs} AND x_alloc))"
+
+
+def _key_sql() -> str:
+    parts = [*focus_columns.ALLOCATION_KEY, "CAST(ChargePeriodStart AS VARCHAR)",
+             "CAST(ChargePeriodEnd AS VARCHAR)"]  # fmt: skip
+    return f"concat_ws(chr(31), {', '.join(parts)})"
+
+
+def _create_views(con: duckdb.DuckDBPyConnection, stages: list[tuple[Source, Stage]],
+                  focus_allocations: FocusAllocations) -> tuple[str, str, str | None]:  # fmt: skip
+    name = f"billing_{next(_COUNTER)}"
+    union = " UNION ALL BY NAME ".join(f"({stage.sql(source)})" for source, stage in stages)
+    allocating = any("allocatedmethodid" in source.names for source, _ in stages)
+    key = f", {_key_sql()} AS x_key" if allocating else ""
+    con.execute(
+        f"CREATE OR REPLACE TEMP VIEW {name}_stage AS SELECT *, {_problem_sql()} AS x_problem"
+        f"{key} FROM ({union})"
+    )
+    where = "NOT x_split"
+    if allocating:
+        where += f" AND {_allocation_filter(focus_allocations, f'{name}_stage')}"
+    columns = ", ".join(quote(c) for c in VIEW_COLUMNS)
+    invoice = f"CASE WHEN InvoiceId = '' THEN {literal(NO_INVOICE_ID)} ELSE InvoiceId END"
+    columns = columns.replace('"InvoiceId"', f'{invoice} AS "InvoiceId"')
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT {columns} FROM {name}_stage"
+                f" WHERE {where}")  # fmt: skip
+    split = None
+    if any("split_line_item_parent_resource_id" in s.names for s, _ in stages):
+        split = f"{name}_split"
+        columns = ", ".join(quote(c) for c in SPLIT_COLUMNS)
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {split} AS SELECT {columns}"
+                    f" FROM {name}_stage WHERE x_split")  # fmt: skip
+    return name, f"{name}_stage", split
+
+
+def describe_paths(paths: Sequence[str | Path]) -> str:
+    """A short text naming the billing paths, for messages."""
+    names = [str(p) for p in paths]
+    return names[0] if len(names) == 1 else f"{names[0]} and {len(names) - 1} more"
+
+
+def open_billing(
+    paths: Sequence[str | Path],
+    con: duckdb.DuckDBPyConnection,
+    *,
+    currency: str,
+    focus_allocations: FocusAllocations = "origin",
+) -> BillingData:
+    """Billing files and folders as the canonical view on ``con``, validated (module doc)."""
+    if isinstance(paths, str | Path):
+        paths = [paths]
+    if not paths:
+        raise InputError("no billing input given")
+    origin = describe_paths(paths)
+    files = billing_files(paths)
+    stages = [(source, stage_for(source)) for source in sources(con, files)]
+    view, stage, split = _create_views(con, stages, focus_allocations)
+    try:
+        validate(con, stage, currency)
+        rows = int(con.execute(f"SELECT count(*) FROM {view}").fetchall()[0][0])
+    except duckdb.Error as exc:
+        raise InputError(f"cannot read billing data: {_first_line(exc)}", file=origin) from None
+    return BillingData(view=view, split_view=split, files=files, origin=origin, rows=rows)
