@@ -29,6 +29,7 @@ from tenantcost.errors import InputError
 from tenantcost.split import connect
 from tenantcost.store.actor import os_actor
 from tenantcost.store.batches import list_batches, withdraw_batch
+from tenantcost.store.billing import stored_billing
 from tenantcost.store.billing_ingest import ingest_billing_views
 from tenantcost.store.cycle import UnbilledMonth, close_month, latest_issued
 from tenantcost.store.data import DataDir, Store
@@ -40,6 +41,7 @@ from tenantcost.store.runs import run_month
 from tenantcost.store.schema import upgrade
 from tenantcost.store.settings import resolve_settings
 from tenantcost.store.status import month_status, status_table
+from tenantcost.windows import Period
 
 from .factories import costs
 from .service_server import create_token, invoke, running_service
@@ -333,3 +335,35 @@ def test_ingest_billing_through_the_reader(world: World) -> None:
     assert refused.exit_code == 2 and "\n" not in refused.stderr.strip()
     assert "EUR" in refused.stderr and "Traceback" not in refused.stderr
     assert invoke("ingest", "billing", *store).exit_code == 2
+
+
+def test_cur_split_rows_are_stored_with_their_billing_cell(tmp_path: Path) -> None:
+    from tenantcost.readers.billing import open_billing
+
+    from .billing_files import write_cur2
+    from .test_billing_reader import cur_month
+
+    db, data = f"sqlite:///{tmp_path / 'store.db'}", str(tmp_path / "data")
+    (tmp_path / "rules.yaml").write_text(RULES)
+    cur = write_cur2(tmp_path / "cur.parquet", cur_month())
+    for args in (("db", "upgrade"), ("rules", "load", str(tmp_path / "rules.yaml")),
+                 ("ingest", "billing", "--billing", str(cur))):  # fmt: skip
+        done = invoke(*args, "--db", db, "--data", data)
+        assert done.exit_code == 0, done.stderr
+    engine = open_engine(resolve_settings(db=db, environ={}))
+    con = connect()
+    stored = stored_billing(Store(engine, DataDir(data)), Period.month(MONTH), con)
+    read = open_billing([cur], con, currency="USD")
+    assert stored is not None and stored.split_view is not None and read.split_view is not None
+    split = "ParentResourceId, Cluster, Namespace, Pod, SplitCost, UnusedCost, x_row"
+    assert (
+        con.execute(f"SELECT {split} FROM {stored.split_view}").fetchall()
+        == con.execute(f"SELECT {split} FROM {read.split_view}").fetchall()
+    )
+    lines = "x_row, ChargeCategory, BilledCost, EffectiveCost, InvoiceId"
+    assert (
+        con.execute(f"SELECT {lines} FROM {stored.view} ORDER BY x_row").fetchall()
+        == con.execute(f"SELECT {lines} FROM {read.view} ORDER BY x_row").fetchall()
+    )
+    [x_file] = con.execute(f"SELECT DISTINCT x_file FROM {stored.split_view}").fetchall()[0]
+    assert x_file.startswith(str(cur)) and "(billing batch " in x_file

@@ -43,6 +43,15 @@ COLUMNS: tuple[str, ...] = (
     "Tags",
 )  # fmt: skip
 """The canonical billing view's columns (DESIGN21), as stored."""
+SPLIT_KIND = "billing_split"
+"""The data directory folder of a billing batch's CUR 2.0 EKS split rows."""
+SPLIT_COLUMNS: tuple[str, ...] = (
+    "x_file", "x_row", "ChargePeriodStart", "ChargePeriodEnd", "ParentResourceId", "Cluster",
+    "Namespace", "WorkloadName", "WorkloadType", "Node", "Pod", "SplitCost", "UnusedCost", "Tags",
+)  # fmt: skip
+"""The reader's ``split_view`` columns (DESIGN21)."""
+SPLIT_CELL = ("x_billing_period_start", "x_billing_account_id")
+"""The billing cell a stored split row belongs to (replaced with it)."""
 LIVE_COLUMNS = ["uid", "batch_id", "created_at", "window_start", "window_end", "key", "rows",
                 "invoices", "charge_end", "coverage"]  # fmt: skip
 _names = itertools.count(1)
@@ -108,8 +117,9 @@ def stored_billing(
     store: Store, period: Period, con: duckdb.DuckDBPyConnection
 ) -> StoredBilling | None:
     """The live billing rows of the billing periods overlapping ``period`` as a view on
-    ``con`` (``None`` when the store has none). Each row's ``x_file`` ends with ``(billing
-    batch <uid>)``, so an error about it names the batch to withdraw."""
+    ``con``, and their CUR 2.0 EKS split rows as ``split_view`` (``None`` when there are
+    none); ``None`` when the store has no billing data for it. Each row's ``x_file`` ends
+    with ``(billing batch <uid>)``, so an error about it names the batch to withdraw."""
     cells = live_cells(store.engine, period)
     if cells.empty:
         return None
@@ -119,26 +129,44 @@ def stored_billing(
             select(f.path).where(f.batch_id.in_(sorted(set(cells["batch_id"].tolist()))))
             .order_by(f.batch_id, f.day)
         ).scalars().all()  # fmt: skip
-    files = [store.data.reader_path(str(p)) for p in paths]
     if not store.data.local:
         from tenantcost.usage_source import register_filesystems
 
         register_filesystems(con, [store.data.protocol])
     n = next(_names)
-    live, view = f"tc_billing_cells_{n}", f"tc_stored_billing_{n}"
+    live = f"tc_billing_cells_{n}"
     con.register(live, cells[["uid", "window_start", "key"]].astype({"uid": str, "key": str}))
-    listed = ", ".join("'" + p.replace("'", "''") + "'" for p in files)
-    columns = ", ".join(
-        "u.x_file || ' (billing batch ' || left(u.x_uid, 12) || ')' AS x_file" if c == "x_file"
-        else f"u.{quote(c)}" for c in COLUMNS
-    )  # fmt: skip
-    con.execute(f"""CREATE OR REPLACE TEMP VIEW {view} AS SELECT {columns} FROM (
-        SELECT *, regexp_extract(x_stored, '([0-9a-f]{{32}})\\.parquet$', 1) AS x_uid
-        FROM read_parquet([{listed}], filename = 'x_stored', hive_partitioning = false)) u
-        SEMI JOIN {live} c ON c.uid = u.x_uid AND c.window_start = u.BillingPeriodStart
-            AND c.key = u.BillingAccountId""")
-    return StoredBilling(view, None, f"stored billing in {store.data.url}", files,
+    main = [store.data.reader_path(str(p)) for p in paths if not str(p).startswith(SPLIT_KIND)]
+    split = [store.data.reader_path(str(p)) for p in paths if str(p).startswith(SPLIT_KIND)]
+    view = _live_view(con, f"tc_stored_billing_{n}", main, live, COLUMNS,
+                      ("BillingPeriodStart", "BillingAccountId"))  # fmt: skip
+    split_view = (_live_view(con, f"tc_stored_billing_split_{n}", split, live, SPLIT_COLUMNS,
+                             SPLIT_CELL) if split else None)  # fmt: skip
+    return StoredBilling(view, split_view, f"stored billing in {store.data.url}", main + split,
                          int(cells["rows"].sum()))  # fmt: skip
+
+
+def _live_view(
+    con: duckdb.DuckDBPyConnection,
+    name: str,
+    files: list[str],
+    live: str,
+    columns: tuple[str, ...],
+    cell: tuple[str, str],
+) -> str:
+    """A TEMP VIEW of ``columns`` of the rows of ``files`` whose cell (``cell``: its billing
+    period start and account columns) is live for the row's batch (the ``live`` frame)."""
+    listed = ", ".join("'" + p.replace("'", "''") + "'" for p in files)
+    selected = ", ".join(
+        "u.x_file || ' (billing batch ' || left(u.x_uid, 12) || ')' AS x_file" if c == "x_file"
+        else f"u.{quote(c)}" for c in columns
+    )  # fmt: skip
+    con.execute(rf"""CREATE OR REPLACE TEMP VIEW {name} AS SELECT {selected} FROM (
+        SELECT *, regexp_extract(x_stored, '([0-9a-f]{{32}})\.parquet$', 1) AS x_uid
+        FROM read_parquet([{listed}], filename = 'x_stored', hive_partitioning = false)) u
+        SEMI JOIN {live} c ON c.uid = u.x_uid AND c.window_start = u.{quote(cell[0])}
+            AND c.key = u.{quote(cell[1])}""")
+    return name
 
 
 def stored_billing_run(
@@ -163,7 +191,8 @@ def stored_billing_run(
             "lines OpenCost prices (billing.clusters), or the node cost would be counted twice"
         )
     return prepare_billing(costs, con, data.view, ruleset, period=period,
-                           allow_unbilled=allow_unbilled, origin=data.origin)  # fmt: skip
+                           allow_unbilled=allow_unbilled, origin=data.origin,
+                           split_view=data.split_view)  # fmt: skip
 
 
 __all__ = [

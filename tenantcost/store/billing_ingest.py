@@ -10,6 +10,10 @@ period start, through the same atomic batch as costs and usage (:mod:`tenantcost
 A billing batch replaces what earlier ones held for its (billing period, billing account)
 cells (:mod:`tenantcost.store.billing`).
 
+CUR 2.0 EKS split cost allocation rows (the reader's ``split_view``) are stored beside
+them (``billing_split/``), each with the billing cell whose period holds its charge period,
+and replaced with it.
+
 **Coverage.** What each cell covers is kept in ``billing_cell`` at ingest: the merged spans of
 its usage lines' charge periods (``ChargeCategory = Usage``; corrections of earlier periods
 aside). Recurring fees, purchases, tax and credits span the whole billing period and are
@@ -20,6 +24,7 @@ lines are hourly or daily and stop where the export stops
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,7 +35,7 @@ import pandas as pd
 from sqlalchemy import Connection, insert, select
 
 from tenantcost.errors import InputError
-from tenantcost.store.billing import COLUMNS, KIND, quote
+from tenantcost.store.billing import COLUMNS, KIND, SPLIT_CELL, SPLIT_COLUMNS, SPLIT_KIND, quote
 from tenantcost.store.data import Store
 from tenantcost.store.ingest import (
     Ingested,
@@ -44,6 +49,8 @@ from tenantcost.store.ingest import (
 )
 from tenantcost.store.models import Batch, BillingCell, table
 from tenantcost.timefmt import iso_z
+
+_names = itertools.count(1)
 
 
 class BillingViews(Protocol):
@@ -90,10 +97,10 @@ def ingest_billing_views(
     in_transaction: InTransaction | None = None,
 ) -> Ingested:
     """Store the reader's canonical view ``data.view`` as one billing batch."""
-    _refuse_split_rows(con, data)
     cells = _cell_summary(con, data.view)
     if cells.empty:
         raise InputError("no billing rows to ingest", file=data.origin)
+    split = _split_cells(con, data, cells)
     shape = _Shape(KIND, data.origin, "replace", int(cells["rows"].sum()), 0,
                    cells["window_start"].min(), cells["window_end"].max())  # fmt: skip
     frame = _cells(cells["window_start"], cells["window_end"], cells["key"])
@@ -101,7 +108,8 @@ def ingest_billing_views(
         return shape.dry_run(len(frame))
 
     def build(_conn: Connection, folder: Path) -> tuple[list[_Part], pd.DataFrame]:
-        return _billing_files(con, data.view, cells, folder), frame
+        parts = _billing_files(con, data.view, cells, folder)
+        return parts + _split_files(con, split, cells, folder), frame
 
     def record(conn: Connection, done: Ingested) -> None:
         _record_cells(conn, done.uid, cells)
@@ -111,19 +119,34 @@ def ingest_billing_views(
     return _store_batch(store, shape, actor, wait, build, record)
 
 
-def _refuse_split_rows(con: duckdb.DuckDBPyConnection, data: BillingViews) -> None:
-    """CUR 2.0 EKS split rows carry no billing period to be replaced by: the store refuses
-    them rather than keep part of what the files say."""
+def _split_cells(con: duckdb.DuckDBPyConnection, data: BillingViews, cells: pd.DataFrame) -> str:
+    """The CUR 2.0 EKS split rows, each with the billing cell it belongs to (the one whose
+    billing period holds its charge period start; it must be a single one, else one line
+    naming the row), as a TEMP VIEW (empty without split rows): they are then replaced with
+    their cell like the other rows."""
+    name = f"tc_split_cells_{next(_names)}"
+    con.register(f"{name}_cells", cells[["window_start", "window_end", "key"]])
     if data.split_view is None:
-        return
-    count = int(con.execute(f"SELECT count(*) FROM {data.split_view}").fetchall()[0][0])
-    if count:
+        con.execute(f"CREATE TEMP VIEW {name} AS SELECT NULL::TIMESTAMPTZ AS "
+                    "x_billing_period_start WHERE FALSE")  # fmt: skip
+        return name
+    source, columns = data.split_view, ", ".join(f"s.{quote(c)}" for c in SPLIT_COLUMNS)
+    con.execute(f"""CREATE TEMP VIEW {name} AS SELECT {columns},
+        c.window_start AS x_billing_period_start, c.key AS x_billing_account_id
+        FROM {source} s JOIN {name}_cells c ON s.ChargePeriodStart >= c.window_start
+            AND s.ChargePeriodStart < c.window_end""")
+    found = con.execute(f"""SELECT s.x_file, s.x_row, count(c.x_row) FROM {source} s
+        LEFT JOIN {name} c ON c.x_file = s.x_file AND c.x_row = s.x_row
+        GROUP BY ALL HAVING count(c.x_row) <> 1 ORDER BY s.x_file, s.x_row LIMIT 1""").fetchall()
+    if found:
+        file, row, count = found[0]
         raise InputError(
-            f"{count} CUR 2.0 split cost allocation row(s) (split_line_item_*): the store "
-            "does not keep them yet; allocate a cluster with costs_from: "
-            "split_cost_allocation from the files (`tenantcost allocate --billing PATH`)",
-            file=data.origin,
-        )
+            f"split cost allocation row: {count} billing periods and accounts of the data "
+            "hold its charge period, so the billing period it belongs to cannot be told; "
+            "ingest each billing account's export in its own batch",
+            file=str(file), where=f"row {row}", column="line_item_usage_start_date",
+        )  # fmt: skip
+    return name
 
 
 _CELLS = """
@@ -189,6 +212,32 @@ def _billing_files(
                 f"'{at}'::TIMESTAMPTZ) TO '{target}' (FORMAT parquet)"
             )
         parts.append(_Part(day, built, int(rows)))
+    return parts
+
+
+def _split_files(
+    con: duckdb.DuckDBPyConnection, split: str, cells: pd.DataFrame, folder: Path
+) -> list[_Part]:
+    """The split rows, one file per billing period start under ``billing_split/``, with the
+    cell each belongs to (``x_billing_period_start``, ``x_billing_account_id``)."""
+    columns = ", ".join(quote(c) for c in (*SPLIT_COLUMNS, *SPLIT_CELL))
+    counts = dict(con.execute(f"SELECT x_billing_period_start, count(*) FROM {split} "
+                              "GROUP BY ALL").fetchall())  # fmt: skip
+    parts = []
+    for start in sorted(set(cells["window_start"])):  # one per billing period: a few
+        at = pd.Timestamp(start)
+        rows = next((int(n) for s, n in counts.items() if pd.Timestamp(s) == at), 0)
+        if not rows:
+            continue
+        day = f"{at:%Y-%m-%d}"
+        built = folder / f"{day}.split.parquet"
+        target = str(built).replace("'", "''")
+        with _writing(built):
+            con.execute(
+                f"COPY (SELECT {columns} FROM {split} WHERE x_billing_period_start = "
+                f"'{at.isoformat()}'::TIMESTAMPTZ) TO '{target}' (FORMAT parquet)"
+            )
+        parts.append(_Part(day, built, rows, kind=SPLIT_KIND))
     return parts
 
 
