@@ -36,12 +36,21 @@ def run_command(
     month: Annotated[str, typer.Option("--month", help="The calendar month YYYY-MM to run.")],
     key: KeyOpt = None,
     fmt: FormatOpt = "table",
+    allow_unbilled: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unbilled",
+            help="With stored billing data: keep OpenCost's estimate for cluster periods "
+            "with costs and no billed line yet (marked as estimates) instead of refusing.",
+        ),
+    ] = False,
     db: DbOpt = None,
     data: DataOpt = None,
     settings: SettingsOpt = None,
     wait: WaitOpt = 0.0,
 ) -> None:
-    """Allocate a month from the store (its inputs and rules) and record the run."""
+    """Allocate a month from the store (its inputs, billing data and rules) and record the
+    run (with its invoice cascade when billing data is stored)."""
     from tenantcost.cli.run import check_format
     from tenantcost.store.actor import os_actor
     from tenantcost.store.data import DataDir, Store
@@ -54,7 +63,8 @@ def run_command(
     resolved = resolve_settings(db, data, settings)
     with current_store(resolved) as engine:
         store = Store(engine, DataDir(resolved.require_data()))
-        done = run_month(store, month, key=key, actor=os_actor(), wait=wait)
+        done = run_month(store, month, key=key, actor=os_actor(), wait=wait,
+                         allow_unbilled=allow_unbilled)  # fmt: skip
     _print_run(done, fmt)
 
 
@@ -81,7 +91,9 @@ def status_command(
     data: DataOpt = None,
     settings: SettingsOpt = None,
 ) -> None:
-    """Per month: hours covered by costs and by usage, runs, state, revisions."""
+    """Per month: hours covered by costs and by usage, runs, state, revisions; and the
+    billing coverage of a month with billing data (hours, billing periods, invoices, last
+    batch)."""
     from tenantcost.cli.run import check_format
     from tenantcost.store.schema import current_store
     from tenantcost.store.settings import resolve_settings
@@ -103,7 +115,8 @@ def close_command(
         bool,
         typer.Option(
             "--allow-incomplete",
-            help="Close even though some hours lack costs or usage; the statements say so.",
+            help="Close even though some hours lack costs or usage, or billing data; the "
+            "statements say so (unbilled cluster hours keep OpenCost's estimate).",
         ),
     ] = False,
     db: DbOpt = None,

@@ -1,4 +1,4 @@
-"""The store's commands: ``db upgrade``, ``rules load``, ``ingest usage|costs`` (``run`` and
+"""The store's commands: ``db upgrade``, ``rules load``, ``ingest usage|costs|billing`` (``run`` and
 ``status``: :mod:`tenantcost.cli.cycle`).
 
 Every store command takes ``--db``, ``--data`` and ``--settings`` (and their environment
@@ -76,8 +76,8 @@ db_app = typer.Typer(help="The store's database: create it or bring its schema u
                      no_args_is_help=True)  # fmt: skip
 rules_app = typer.Typer(help="Rule file versions kept in the store.", no_args_is_help=True)
 ingest_app = typer.Typer(
-    help="Raw usage and costs into the store, one atomic batch each: `ingest usage`, `ingest "
-    "costs`, or `ingest --since-last` (the hourly job).",
+    help="Raw usage, costs and billing data into the store, one atomic batch each: `ingest "
+    "usage`, `ingest costs`, `ingest billing`, or `ingest --since-last` (the hourly job).",
     no_args_is_help=True,
     invoke_without_command=True,
 )
@@ -267,6 +267,44 @@ def ingest_costs_command(
     _ingest(request, source, costs or [], config, opencost_url, kind="costs")
 
 
+IngestBillingOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--billing",
+        help="Billing data: FOCUS 1.0-1.3 or AWS CUR 2.0 (CSV, gzip CSV or Parquet), a file, "
+        "a folder or a hive-partitioned dataset; repeat for several. Replaces what earlier "
+        "billing batches held for the same billing period and billing account.",
+        show_default=False,
+    ),
+]
+
+
+@_register(ingest_app, "billing")
+def ingest_billing_command(
+    billing: IngestBillingOpt = None,
+    dry_run: DryRunOpt = False,
+    db: DbOpt = None,
+    data: DataOpt = None,
+    settings: SettingsOpt = None,
+    wait: WaitOpt = 0.0,
+) -> None:
+    """Ingest billing data as one batch (read as `allocate --billing` reads it, in the stored
+    rule file's currency): a restated export replaces the earlier one."""
+    from tenantcost.store.actor import os_actor
+    from tenantcost.store.billing_ingest import ingest_billing
+    from tenantcost.store.data import DataDir, Store
+    from tenantcost.store.schema import current_store
+    from tenantcost.store.settings import resolve_settings
+
+    if not billing:
+        raise_input("give --billing PATH (a file or a folder; repeat for several)")
+    resolved = resolve_settings(db, data, settings)
+    with current_store(resolved) as engine:
+        store = Store(engine, DataDir(resolved.require_data()))
+        done = ingest_billing(store, billing, actor=os_actor(), dry_run=dry_run, wait=wait)
+    typer.echo(_ingested_line(done))
+
+
 class Source(StrEnum):
     """Where an ``ingest`` reads from."""
 
@@ -372,7 +410,8 @@ def _ingest_group(
                         f"after `ingest {sub}`")  # fmt: skip
         return
     if not since_last:
-        raise_input("give a sub-command (`ingest usage`, `ingest costs`) or --since-last")
+        raise_input("give a sub-command (`ingest usage`, `ingest costs`, `ingest billing`) or "
+                    "--since-last")  # fmt: skip
     _since_last(opencost_url, prometheus, config, now, db, data, settings, wait)
 
 
@@ -436,8 +475,10 @@ def _ingested_line(done: Ingested) -> str:
     """One line: what the batch holds, or would hold."""
     from tenantcost.timefmt import iso_z_seconds
 
-    cell = "(window, service)" if done.kind == "usage" else "(window, workload)"
-    span = f"windows {iso_z_seconds(done.window_from)} to {iso_z_seconds(done.window_to)}"
+    cell = {"usage": "(window, service)", "costs": "(window, workload)",
+            "billing": "(billing period, billing account)"}[done.kind]  # fmt: skip
+    spans = "billing periods" if done.kind == "billing" else "windows"
+    span = f"{spans} {iso_z_seconds(done.window_from)} to {iso_z_seconds(done.window_to)}"
     skipped = f"; {done.skipped} row(s) outside the period left out" if done.skipped else ""
     if done.dry_run:
         return (f"{done.kind}: dry run, nothing written: {done.rows} rows, {done.cells} {cell} "

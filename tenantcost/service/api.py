@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
@@ -33,10 +33,12 @@ from tenantcost.service.auth import (
     MayReopen,
     MayViewCluster,
     MayWithdrawBatch,
+    authorize,
     not_found,
 )
 from tenantcost.service.json_body import JSONBodyRoute
 from tenantcost.service.params import PageNumber, SearchText
+from tenantcost.service.permissions import Action
 
 MONTH_PATTERN = r"^\d{4}-(0[1-9]|1[0-2])$"
 Month = Annotated[str, Path(pattern=MONTH_PATTERN, description="A month, YYYY-MM (UTC).")]
@@ -207,7 +209,26 @@ def sheet_md(request: Request, month: Month, access: ClientAccessDep) -> Respons
     tags=["months"],
     summary="The month's cascade: reference total to clients, to the micro-unit",
 )
-def get_reconciliation(request: Request, month: Month, principal: MayViewCluster) -> dict[str, Any]:
+def get_reconciliation(
+    request: Request,
+    month: Month,
+    principal: MayViewCluster,
+    against: Annotated[
+        Literal["opencost", "invoice"],
+        Query(description="opencost (default): the cascade to the reference total; invoice: "
+              "the invoice cascade of a run on stored billing data (finance and admin)."),
+    ] = "opencost",
+) -> dict[str, Any]:
+    if against == "invoice":
+        authorize(request, principal, Action.VIEW_INVOICE)
+        invoice = figures.invoice_document(request.app.state.engine, principal, month)
+        if invoice is None:
+            raise HTTPException(404, f"no run of {month}: run `tenantcost run --month {month}`")
+        if invoice["invoice"] is None:
+            raise HTTPException(404, f"run {invoice['run_id']} of {month} has no invoice "
+                                "cascade (no billing data stored for the month): `tenantcost "
+                                "ingest billing --billing PATH`, then run again")  # fmt: skip
+        return invoice
     doc = figures.reconciliation_document(request.app.state.engine, principal, month)
     if doc is None:
         raise HTTPException(404, f"no run of {month}: run `tenantcost run --month {month}`")

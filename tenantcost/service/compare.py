@@ -17,6 +17,7 @@ def compare_month(store: Store, month: str, keys: list[str]) -> dict[str, Any]:
     from tenantcost.allocate import allocate_stream
     from tenantcost.errors import InputError
     from tenantcost.split import connect
+    from tenantcost.store.billing import stored_billing_run
     from tenantcost.store.runs import month_inputs, stored_rules
     from tenantcost.store.stored import stored_costs, stored_usage
     from tenantcost.windows import Period
@@ -31,8 +32,12 @@ def compare_month(store: Store, month: str, keys: list[str]) -> dict[str, Any]:
     results = {}
     for key in dict.fromkeys(keys):  # one allocation per key asked for (a few)
         con = connect()
+        costs = stored_costs(store, period)
+        # on billed money when the month has billing data, as `run` allocates it
+        billed = stored_billing_run(store, period, con, rules.ruleset, costs,
+                                    allow_unbilled=True)  # fmt: skip
         results[key] = allocate_stream(
-            stored_costs(store, period),
+            billed.costs if billed is not None else costs,
             stored_usage(store, period, con),
             rules.ruleset,
             key=key,
@@ -40,5 +45,6 @@ def compare_month(store: Store, month: str, keys: list[str]) -> dict[str, Any]:
             detail="period",
             rules_origin=rules.origin,
             con=con,
+            billed=billed,
         )
     return {"month": month, **compare_document(results)}

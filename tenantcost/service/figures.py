@@ -422,6 +422,29 @@ def reconciliation_document(
     }
 
 
+def invoice_document(engine: Engine, principal: Principal, month: str) -> dict[str, Any] | None:
+    """``GET /api/v1/months/{M}/reconciliation?against=invoice``: the invoice cascade the run
+    the viewer sees for the month recorded (``invoice``: the ``invoice`` object of
+    ``allocate --format json``; ``null`` for a run without stored billing data)."""
+    from tenantcost.writers.json_output import money_header
+
+    with engine.connect() as conn:
+        source = month_source(conn, principal, month)
+        if source is None:
+            return None
+        run = conn.execute(select(table(Run)).where(table(Run).c.id == source.run_id)).one()
+    return {
+        "month": month,
+        "against": "invoice",
+        "status": str(source.status),
+        "revision": source.revision,
+        "state": source.state,
+        "run_id": source.run_id,
+        "money": money_header(run.currency),
+        "invoice": json.loads(run.invoice) if run.invoice else None,
+    }
+
+
 def month_exists(engine: Engine, month: str) -> bool:
     """Whether the store knows the month at all (a run or an issued revision)."""
     r, s = table(Run).c, table(Statement).c

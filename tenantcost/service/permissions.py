@@ -19,7 +19,9 @@ The rules (issue 10):
   reads the reason written for clients, redacted, or "restated by finance", **never the
   internal reason** (:func:`sees_internal_reasons`): that one may hold other clients' names
   and figures that no redaction recognises;
-* ``finance``: every client, drafts (marked), the cascade, close and reopen, ingest of
+* ``finance``: every client, drafts (marked), the cascade and the invoice cascade (issue 21:
+  the month closed on the cloud invoice, every billed line of the company), close and reopen,
+  ingest of
   corrections, the internal reason of a reopen, the batch list and batch withdrawal (issue 22:
   the repair of a month a later ingest made unusable; a withdrawal's reason is internal, so
   account managers see neither);
@@ -57,6 +59,9 @@ class Action(StrEnum):
     """See figures of a run not (yet) issued; asked with the client for client URLs."""
     VIEW_CLUSTER = "view-cluster"
     """Cluster-wide figures: reconciliation, compare, the finance month page."""
+    VIEW_INVOICE = "view-invoice"
+    """GET /api/v1/months/{M}/reconciliation?against=invoice: the invoice cascade (the
+    cloud invoice's total, its bridge and every billed line outside the clients)."""
     CLOSE_MONTH = "close-month"
     REOPEN_MONTH = "reopen-month"
     MANAGE_TOKENS = "manage-tokens"

@@ -22,7 +22,8 @@ as if it had never been ingested.
 * **Named by ``run``.** When ``run`` (or ``close``) refuses a stored record, the error names the
   batch that holds it and the command that withdraws it (:func:`name_batches`): stored usage
   rows are named by their Parquet file (``<uid>.parquet``), stored cost rows carry
-  ``(costs batch <uid>)`` in their origin.
+  ``(costs batch <uid>)`` in their origin and stored billing rows ``(billing batch <uid>)``
+  in their file name.
 
 A batch is named by its uid or any unique prefix of at least :data:`MIN_PREFIX` hex digits
 (``ingest`` prints the first 12).
@@ -54,16 +55,19 @@ FIELDS = ("uid", "kind", "mode", "rows", "cells", "window_from", "window_to", "i
           "actor", "source", "status", "withdrawn_at", "withdrawn_by", "reason")  # fmt: skip
 """``batch list --format json``'s fields, in order (``GET /api/v1/batches`` too)."""
 _STORED_FILE = re.compile(r"\b([0-9a-f]{32})\.parquet\b")
-_COST_TAG = re.compile(r"\(costs batch ([0-9a-f]{12})\)")
+_COST_TAG = re.compile(r"\((?:costs|billing) batch ([0-9a-f]{12})\)")
 _UNSTORABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 """What a reason may not hold once its whitespace is collapsed: control characters and lone
 surrogates."""
 
 
 class BatchStatus(StrEnum):
-    """Whether a batch counts: ``active`` (committed) or ``withdrawn``."""
+    """Whether a batch counts: ``active`` (committed) or ``withdrawn``; a billing batch every
+    cell of which a later active billing batch holds is ``superseded`` (a restated export
+    replaced it: none of its rows count, and withdrawing the later batch brings it back)."""
 
     ACTIVE = "active"
+    SUPERSEDED = "superseded"
     WITHDRAWN = "withdrawn"
 
 
@@ -151,8 +155,28 @@ def _query() -> Select[Any]:
     )
 
 
-def _info(row: Any) -> BatchInfo:
+def _superseded(connection: Connection) -> set[int]:
+    """The ids of committed billing batches every cell of which a later committed billing
+    batch holds (cells of costs and usage batches are replaced one by one, and a batch of
+    them stays ``active``)."""
+    b, c = table(Batch).c, table(BatchCell).c
+    later, cell = table(Batch).alias("later"), table(BatchCell).alias("later_cell")
+    replaced = (
+        select(cell.c.id)
+        .join(later, later.c.id == cell.c.batch_id)
+        .where(cell.c.window_start == c.window_start, cell.c.key == c.key,
+               later.c.id > b.id, later.c.kind == "billing", later.c.status == "committed")
+        .correlate(table(Batch), table(BatchCell))  # two levels up: say so
+    )  # fmt: skip
+    kept = select(c.id).where(c.batch_id == b.id, ~replaced.exists())
+    query = select(b.id).where(b.kind == "billing", b.status == "committed", ~kept.exists())
+    return {int(i) for i in connection.execute(query).scalars()}
+
+
+def _info(row: Any, superseded: set[int] | None = None) -> BatchInfo:
     status = BatchStatus.WITHDRAWN if row.status == "withdrawn" else BatchStatus.ACTIVE
+    if superseded and int(row.id) in superseded:
+        status = BatchStatus.SUPERSEDED
     return BatchInfo(str(row.uid), str(row.kind), str(row.mode), int(row.rows), int(row.cells),
                      row.window_from, row.window_to, row.created_at, str(row.actor),
                      str(row.source), status, row.at, row.withdrawn_by, row.reason)  # fmt: skip
@@ -171,7 +195,8 @@ def list_batches(bind: Connection | Engine, month: str | None = None) -> list[Ba
     windows reach into it."""
     with connected(bind) as connection:
         rows = connection.execute(_overlapping(_query(), month)).all()
-    return [_info(r) for r in rows]
+        superseded = _superseded(connection)
+    return [_info(r, superseded) for r in rows]
 
 
 def withdrawals(bind: Connection | Engine, month: str | None = None) -> list[BatchInfo]:
@@ -194,7 +219,7 @@ def find_batch(connection: Connection, given: str) -> tuple[int, BatchInfo]:
         found = "no batch" if not rows else f"{len(rows)} batches (give more digits)"
         raise UnknownBatch(f"batch '{given}': {found} in the store; `tenantcost batch list` "
                            "shows the batches")  # fmt: skip
-    return int(rows[0].id), _info(rows[0])
+    return int(rows[0].id), _info(rows[0], _superseded(connection))
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,13 @@ Every client of the new run and of revision N gets a row; a client revision N ha
 run no longer has gets amount 0, so each client's latest row is always the month's latest
 revision and its difference says what was withdrawn.
 
+With billing data (issue 21), ``close`` also refuses a month its billing data does not cover
+(:func:`tenantcost.store.status.billing_coverage`: an hour of the month no stored billed usage
+line covers; checked when the month has billing data or the stored rule file a ``billing:``
+section, so a store without billing closes as before), unless ``--allow-incomplete``, which
+also lets the run keep OpenCost's estimate for cluster periods not billed yet (marked in the
+invoice cascade). The revision's run carries the invoice cascade (``run.invoice``).
+
 Writers check a month's state inside their own write transaction (:func:`refuse_if_closed`,
 :func:`refuse_rule_version`), and close writes inside the same lock, so a close and an ingest
 never race: whichever commits second sees the other's result.
@@ -46,7 +53,7 @@ from tenantcost.store.models import (
     table,
     utcnow,
 )
-from tenantcost.store.status import missing_hours
+from tenantcost.store.status import billing_coverage, missing_hours
 from tenantcost.timefmt import iso_offset, utc
 from tenantcost.windows import Period
 
@@ -86,6 +93,10 @@ class ClosedMeanwhile(MonthClosed):
 
 class IncompleteMonth(InputError):
     """``close`` of a month with hours lacking costs or usage, without ``--allow-incomplete``."""
+
+
+class UnbilledMonth(IncompleteMonth):
+    """``close`` of a month its billing data does not cover, without ``--allow-incomplete``."""
 
 
 @dataclass(frozen=True)
@@ -295,9 +306,13 @@ def rules_in_force(connection: Connection, period: Period) -> list[str]:
     return versions["rule_id"][(starts < period.end) & (ends > period.start)].tolist()
 
 
-def _reusable(connection: Connection, run: dict[str, Any], period: Period) -> bool:
+def _reusable(
+    connection: Connection, run: dict[str, Any], period: Period, allow_estimates: bool = False
+) -> bool:
     """True when ``run`` used exactly what a run now would: the month's committed batches with
-    their sha256, the latest stored rule file, no key override, this tenantcost.
+    their sha256, the latest stored rule file, no key override, this tenantcost; and, unless
+    ``allow_estimates`` (``close --allow-incomplete``), no OpenCost estimate for unbilled
+    cluster periods (``run --allow-unbilled``).
 
     Any new rule version comes with a new ``rule_file`` row (the latest file then differs), so
     the file's sha256 covers the rules; the versions the run used must also still be in force
@@ -319,11 +334,45 @@ def _reusable(connection: Connection, run: dict[str, Any], period: Period) -> bo
     ).scalar()
     return (
         used.astype(str).equals(now.astype(str))
+        and (allow_estimates or not _has_estimates(run))
         and run["rule_file_sha256"] == latest_file
         and set(json.loads(str(run["rule_ids"]))) <= set(rules_in_force(connection, period))
         and run["key_override"] is None
         and run["code_version"] == __version__
     )
+
+
+def _has_estimates(run: dict[str, Any]) -> bool:
+    """Whether the run kept OpenCost's estimate for some unbilled cluster period."""
+    invoice = json.loads(run["invoice"]) if run.get("invoice") else None
+    return invoice is not None and any(r["estimate"] for r in invoice["repricing"])
+
+
+def _rules_have_billing(connection: Connection) -> bool:
+    """Whether the latest stored rule file has a ``billing:`` section."""
+    import yaml
+
+    content = connection.execute(
+        select(table(RuleFile).c.content).order_by(table(RuleFile).c.id.desc()).limit(1)
+    ).scalar()
+    document = yaml.safe_load(content) if content else None
+    return isinstance(document, dict) and document.get("billing") is not None
+
+
+def _billing_note(connection: Connection, month: str, allow_incomplete: bool) -> str | None:
+    """Refuse a month its billing data does not cover (unless ``allow_incomplete``: then the
+    note of what is not covered); ``None`` when covered or when billing is not in use."""
+    coverage = billing_coverage(connection, month)
+    if coverage.complete or not (coverage.stored or _rules_have_billing(connection)):
+        return None
+    if not allow_incomplete:
+        raise UnbilledMonth(
+            f"{month} is not covered by its billing data: {coverage.text()}; ingest the "
+            f"billing export (`tenantcost ingest billing --billing PATH`), or pass "
+            "--allow-incomplete to issue statements at OpenCost's estimate where nothing "
+            "was billed yet"
+        )
+    return coverage.text()
 
 
 def _latest_run(connection: Connection, month: str) -> dict[str, Any] | None:
@@ -350,26 +399,30 @@ def _check_closable(connection: Connection, month: str, allow_incomplete: bool) 
             "TEXT`, ingest the corrections, then close again"
         )
     missing = missing_hours(connection, month)
-    if missing.complete:
-        return None
-    if not allow_incomplete:
+    if not missing.complete and not allow_incomplete:
         raise IncompleteMonth(
             f"{month} is incomplete: {missing.text()}; ingest the missing hours, or pass "
             "--allow-incomplete to issue statements that say the month is incomplete"
         )
-    return missing.text()
+    notes = [missing.text()] if not missing.complete else []
+    unbilled = _billing_note(connection, month, allow_incomplete)
+    return "; ".join(notes + ([unbilled] if unbilled else [])) or None
 
 
-def _run_for_close(store: Store, month: str, actor: str, wait: float) -> tuple[str, bool]:
-    """The run to issue from: the latest one when still current, else a new one."""
+def _run_for_close(
+    store: Store, month: str, actor: str, wait: float, allow_incomplete: bool = False
+) -> tuple[str, bool]:
+    """The run to issue from: the latest one when still current, else a new one (which,
+    with ``allow_incomplete``, keeps OpenCost's estimate for cluster periods not billed)."""
     from tenantcost.store.runs import run_month
 
     period = Period.month(month)
     with store.engine.connect() as connection:
         latest = _latest_run(connection, month)
-        if latest is not None and _reusable(connection, latest, period):
+        if latest is not None and _reusable(connection, latest, period, allow_incomplete):
             return str(latest["id"]), True
-    return run_month(store, month, key=None, actor=actor, wait=wait).run_id, False
+    return run_month(store, month, key=None, actor=actor, wait=wait,
+                     allow_unbilled=allow_incomplete).run_id, False  # fmt: skip
 
 
 def close_month(
@@ -389,7 +442,7 @@ def close_month(
     period = Period.month(month)
     with store.engine.connect() as connection:
         _check_closable(connection, month, allow_incomplete)
-    run_id, reused = _run_for_close(store, month, actor, wait)
+    run_id, reused = _run_for_close(store, month, actor, wait, allow_incomplete)
     from tenantcost.store.report_figures import pending_figures
 
     for _ in range(CLOSE_ATTEMPTS):
@@ -398,11 +451,12 @@ def close_month(
             _refuse_closed_meanwhile(connection, month)
             detail = _check_closable(connection, month, allow_incomplete)
             run = _latest_run(connection, month)
-            if run is not None and run["id"] == run_id and _reusable(connection, run, period):
+            current = run is not None and _reusable(connection, run, period, allow_incomplete)
+            if run is not None and run["id"] == run_id and current:
                 if pending is not None:
                     pending.record(connection)
                 return _issue(connection, run, detail, actor, reused)
-            same_inputs = run is not None and _reusable(connection, run, period)
+            same_inputs = current
         if not same_inputs or run is None:
             raise InputError(
                 f"the inputs or rules of {month} changed while closing; run close again"
@@ -537,6 +591,7 @@ __all__ = [
     "MonthNotClosed",
     "MonthState",
     "Reopened",
+    "UnbilledMonth",
     "close_month",
     "closed_months",
     "connected",

@@ -4,6 +4,8 @@ Layout (hive-partitioned by source and day of ``window_start``, UTC)::
 
     <data>/usage/date=2026-11-07/<batch uid>.parquet
     <data>/costs/date=2026-11-07/<batch uid>.parquet
+    <data>/billing/date=2026-11-01/<batch uid>.parquet   (date: the billing period's start)
+    <data>/billing_split/date=2026-11-01/<batch uid>.parquet   (its CUR 2.0 EKS split rows)
 
 Each file is written under a temporary name (``.<uid>.parquet.tmp`` in the same folder) and
 renamed when complete, so no reader ever opens half a file. The SQL catalog is the commit
@@ -36,7 +38,7 @@ from tenantcost.errors import InputError
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-KINDS = ("costs", "usage")
+KINDS = ("costs", "usage", "billing", "billing_split")
 UID_PATTERN = re.compile(r"^\.?([0-9a-f]{32})\.parquet(\.tmp)?$")
 """A batch file's name: ``<uid>.parquet``, or its temporary ``.<uid>.parquet.tmp``."""
 UID_SQL = r"regexp_extract(filename, '([0-9a-f]{32})\.parquet$', 1)"

@@ -101,6 +101,8 @@ class _Part:
     day: str
     built: Path
     rows: int
+    kind: str | None = None
+    """The data directory folder when not the batch's kind (a billing batch's split rows)."""
 
 
 def check_mode(mode: str) -> str:
@@ -440,7 +442,7 @@ def _publish(data: DataDir, kind: str, uid: str, parts: list[_Part]) -> list[Bat
     """Move the built files into place; the catalog rows that will name them."""
     files = []
     for part in parts:
-        relative = partition(kind, part.day, uid)
+        relative = partition(part.kind or kind, part.day, uid)
         sha = data.publish(part.built, relative)
         files.append(BatchFile(batch_id=0, day=part.day, path=relative, rows=part.rows,
                                sha256=sha))  # fmt: skip

@@ -16,6 +16,8 @@ Now:
   ``replace`` batch supersedes), and ``batch_file``: its Parquet files, by day.
 * ``batch_withdrawal`` (0011): a batch withdrawn from its open months (who, when, why); the
   batch's status is then ``withdrawn`` and it no longer counts, its rows and files stay.
+* ``billing_cell`` (0013): the (billing period, billing account) cells of a ``billing`` batch
+  with what ``status`` and ``close`` read of them (rows, invoices, hours covered).
 
 * ``run`` (0004): one ``tenantcost run`` (uuid id, month, rules, code version, timings,
   actor, totals), ``run_input`` (the batches it read, with their sha256), ``run_client``
@@ -67,7 +69,7 @@ NAMING_CONVENTION = {
 """Constraint names are fixed by convention, the same on SQLite and PostgreSQL, so a later
 migration can drop or alter them by name (SQLite's batch mode needs the names)."""
 
-BATCH_KINDS = ("costs", "usage")
+BATCH_KINDS = ("costs", "usage", "billing")
 BATCH_MODES = ("replace", "sum")
 BATCH_STATUSES = ("pending", "committed", "aborted", "withdrawn")
 
@@ -241,6 +243,28 @@ class BatchWithdrawal(StoreModel, table=True):
     at: datetime = Field(sa_type=UTCDateTime, default_factory=utcnow)
 
 
+class BillingCell(StoreModel, table=True):
+    """One (billing period, billing account) cell of a ``billing`` batch (0013), also in
+    ``batch_cell`` (``window_start``/``window_end`` = the billing period, ``key`` = the
+    account): the latest committed billing batch holding a cell is the only one whose rows of
+    it count (an export restated replaces, never adds). What ``status`` and ``close`` need of
+    the cell without opening its Parquet file: ``rows``, ``invoices`` (JSON list of the
+    InvoiceIds), ``charge_end`` (the latest ChargePeriodEnd) and ``coverage`` (JSON list of
+    ``[start, end]`` spans, RFC 3339 UTC, merged: the hours the cell's usage lines cover)."""
+
+    __tablename__ = "billing_cell"
+
+    id: int | None = Field(default=None, primary_key=True)
+    batch_id: int = Field(foreign_key="batch.id", index=True)
+    billing_period_start: datetime = Field(sa_type=UTCDateTime)
+    billing_period_end: datetime = Field(sa_type=UTCDateTime)
+    billing_account_id: str = Field(sa_type=Text)
+    rows: int = Field(sa_type=BigInteger)
+    invoices: str = Field(sa_type=Text)
+    charge_end: datetime = Field(sa_type=UTCDateTime)
+    coverage: str = Field(sa_type=Text)
+
+
 RUN_STATUSES = ("succeeded",)
 """A run row is written once, when its results are complete (a failed run records nothing)."""
 
@@ -275,6 +299,9 @@ class Run(StoreModel, table=True):
     started_at: datetime = Field(sa_type=UTCDateTime)
     finished_at: datetime = Field(sa_type=UTCDateTime)
     actor: str = Field(max_length=200)
+    invoice: str | None = Field(default=None, sa_type=Text)
+    """The invoice cascade of a run on stored billing data (0013): the ``invoice`` object of
+    ``allocate --format json`` as JSON; NULL for a run without billing data."""
 
 
 class RunInput(StoreModel, table=True):

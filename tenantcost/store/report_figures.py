@@ -36,6 +36,7 @@ from tenantcost.report.confidence import UsageFigures
 from tenantcost.report.pack import PackFigures, pack_figures
 from tenantcost.result import AllocationResult
 from tenantcost.split import connect
+from tenantcost.store.billing import stored_billing_run
 from tenantcost.store.data import Store
 from tenantcost.store.models import (
     Run,
@@ -345,8 +346,11 @@ def compute_pack_figures(store: Store, stored: StoredResult) -> PackFigures:
     period = stored.result.period
     con = connect()
     costs, usage = stored_costs(store, period), stored_usage(store, period, con)
+    # the run's billing side again (its inputs are unchanged: checked above); estimates are
+    # allowed, which changes nothing for a run that had none
+    billing = stored_billing_run(store, period, con, stored.ruleset, costs, allow_unbilled=True)
     inputs = Inputs(Path(stored.rules_origin), stored.ruleset, CostInput(costs, []), usage, [],
-                    con)  # fmt: skip
+                    con, billing)  # fmt: skip
     return pack_figures(inputs, stored.result)
 
 

@@ -13,8 +13,19 @@ What is recorded is per period only: per-client totals, lines per client, source
 and rule version, and the period figures of the cascade, with what the run's sheets need
 besides (:func:`tenantcost.store.report_figures.record_run_tables`: pools' client counts, the
 unattributed part of each pool per window, workloads, the rule set). Per-window usage stays in
-Parquet. The report pack's figures that need the inputs again (a re-run per alternative key)
-are recorded by ``close`` for the run it issues, not here: they would make every run several
+Parquet.
+
+**Billing data.** When the store holds billing batches for the month
+(:mod:`tenantcost.store.billing`), the run goes through the same steps as ``allocate
+--billing``: the live billing rows are the billing view,
+:func:`tenantcost.billing.prepare_billing` reprices the costs and places the billed lines,
+the allocation runs on billed money, and the invoice cascade
+(:func:`tenantcost.invoice.invoice_cascade`) is recorded with the run (``run.invoice``, the
+``invoice`` object of ``allocate --format json``). ``close`` issues that run, so the
+revision carries its cascade.
+
+The report pack's figures that need the inputs again (a re-run per alternative key) are
+recorded by ``close`` for the run it issues, not here: they would make every run several
 times slower than ``allocate``.
 """
 
@@ -35,6 +46,7 @@ from tenantcost import __version__
 from tenantcost.allocate import allocate_stream
 from tenantcost.config.rules import RuleSet, parse_rules
 from tenantcost.errors import InputError
+from tenantcost.invoice import invoice_cascade
 from tenantcost.reconcile import (
     Cascade,
     cascade,
@@ -46,6 +58,7 @@ from tenantcost.reconcile import (
 from tenantcost.result import AllocationResult
 from tenantcost.split import connect
 from tenantcost.store.batches import name_batches
+from tenantcost.store.billing import stored_billing_run
 from tenantcost.store.data import Store
 from tenantcost.store.lock import write_transaction
 from tenantcost.store.models import (
@@ -132,15 +145,20 @@ def _as_written(
 
 
 def month_inputs(connection: Connection, period: Period) -> pd.DataFrame:
-    """The committed batches with files on the period's days: ``batch_id, kind, sha256``
-    (the run's input fingerprint), by id."""
+    """The committed batches with files on the period's days, and the billing batches whose
+    billing periods overlap it: ``batch_id, kind, sha256`` (the run's input fingerprint), by
+    id."""
     b, f = table(Batch).c, table(BatchFile).c
     last_day = period.end - pd.Timedelta(microseconds=1)
+    on_days = (b.kind != "billing") & (f.day >= f"{period.start:%Y-%m-%d}") & (
+        f.day <= f"{last_day:%Y-%m-%d}")  # fmt: skip
+    billing = (b.kind == "billing") & (b.window_from < period.end.to_pydatetime()) & (
+        b.window_to > period.start.to_pydatetime())  # fmt: skip
     query = (
         select(b.id, b.kind, b.sha256)
         .join_from(table(BatchFile), table(Batch), b.id == f.batch_id)
         .where(b.status == "committed")
-        .where(f.day >= f"{period.start:%Y-%m-%d}", f.day <= f"{last_day:%Y-%m-%d}")
+        .where(on_days | billing)
         .distinct()
         .order_by(b.id)
     )
@@ -149,9 +167,17 @@ def month_inputs(connection: Connection, period: Period) -> pd.DataFrame:
 
 
 def run_month(
-    store: Store, month: str, *, key: str | None, actor: str, wait: float = 0.0
+    store: Store,
+    month: str,
+    *,
+    key: str | None,
+    actor: str,
+    wait: float = 0.0,
+    allow_unbilled: bool = False,
 ) -> RecordedRun:
-    """Allocate ``month`` from the store and record it; returns the run and its figures."""
+    """Allocate ``month`` from the store and record it; returns the run and its figures.
+    ``allow_unbilled``: cluster periods with costs and no billed line keep OpenCost's
+    estimate (marked ``estimate`` in the invoice cascade) instead of being refused."""
     period = Period.month(month)
     started = utcnow()
     with store.engine.connect() as connection:
@@ -167,12 +193,17 @@ def run_month(
     try:
         costs = stored_costs(store, period, tag_batches=True)
         usage = stored_usage(store, period, con)
+        billed = stored_billing_run(store, period, con, rules.ruleset, costs,
+                                    allow_unbilled=allow_unbilled)
         result = allocate_stream(
-            costs, usage, rules.ruleset,
+            billed.costs if billed is not None else costs, usage, rules.ruleset,
             key=key, period=period, detail="period", rules_origin=rules.origin, con=con,
+            billed=billed,
         )  # fmt: skip
     except InputError as exc:  # a stored record refused: name its batch and the repair
         raise name_batches(store.engine, exc) from None
+    if billed is not None:
+        result.invoice = invoice_cascade(result, billed).to_json()
     casc = require_closed(cascade(result))
     run_id = str(uuid.uuid4())
     with write_transaction(store.engine, wait) as connection:
@@ -208,6 +239,7 @@ def _run_row(
         "clients_total": int(result.lines["amount"].sum()),
         "unattributed": int(result.unattributed["amount"].sum()), "gap": casc.gap,
         "started_at": started, "finished_at": utcnow(), "actor": actor,
+        "invoice": json.dumps(result.invoice) if result.invoice is not None else None,
     }  # fmt: skip
 
 

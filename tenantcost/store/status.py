@@ -6,16 +6,25 @@ complete when both figures equal the month's hours (``close`` refuses a month th
 unless ``--allow-incomplete``: :func:`missing_hours`). ``state`` is ``open`` or ``closed``
 (:func:`tenantcost.store.cycle.month_state`), ``revisions`` the latest issued revision (0 when
 the month was never closed).
+
+**Billing coverage** (a month with stored billing data, :mod:`tenantcost.store.billing`):
+the hours of the month inside the union of the live billing cells' usage spans (what
+``ingest billing`` recorded of each cell's usage lines: hourly or daily, they stop where the
+export stops), the billing periods and invoices seen, and when the latest live batch came.
+``status`` adds a ``billing`` object to such a month only; ``close`` refuses a month whose
+billing data does not cover it (:func:`billing_coverage`).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 from sqlalchemy import Connection, Engine, func, select
 
+from tenantcost.store.billing import live_cells
 from tenantcost.store.models import Batch, BatchCell, BatchFile, Run, table
 from tenantcost.windows import Period
 
@@ -125,6 +134,90 @@ def missing_hours(bind: Connection | Engine, month: str) -> Missing:
     return Missing(month, period.hours, gaps)
 
 
+@dataclass(frozen=True)
+class BillingCoverage:
+    """How far a month's live billing cells cover it (``cells``:
+    :data:`tenantcost.store.billing.LIVE_COLUMNS`; ``gaps``: the spans ``start, end`` of the
+    month no usage line covers, in order)."""
+
+    month: str
+    cells: pd.DataFrame
+    gaps: pd.DataFrame
+    hours: float
+
+    @property
+    def stored(self) -> bool:
+        return not self.cells.empty
+
+    @property
+    def complete(self) -> bool:
+        return self.stored and self.gaps.empty
+
+    @property
+    def first_uncovered_day(self) -> str | None:
+        return None if self.gaps.empty else f"{self.gaps.iloc[0]['start']:%Y-%m-%d}"
+
+    def text(self) -> str:
+        """``billing data covers 480 of 720 hours, first uncovered day 2026-11-21``."""
+        if not self.stored:
+            return f"no billing data stored, first uncovered day {self.month}-01"
+        total = _hours(Period.month(self.month).hours)
+        return (f"billing data covers {_hours(self.hours)} of {total} hours, first uncovered "
+                f"day {self.first_uncovered_day}")  # fmt: skip
+
+    def document(self) -> dict[str, Any]:
+        """``status``'s ``billing`` object of the month."""
+        from tenantcost.timefmt import iso_z
+
+        periods = [
+            {"billing_period_start": iso_z(r.window_start),
+             "billing_period_end": iso_z(r.window_end), "billing_account_id": r.key,
+             "rows": int(r.rows), "invoices": json.loads(r.invoices),
+             "covered_to": _reach(r.coverage), "batch": r.uid}
+            for r in self.cells.itertuples()
+        ]  # fmt: skip
+        return {"hours": _hours(self.hours), "complete": self.complete,
+                "first_uncovered_day": self.first_uncovered_day, "periods": periods,
+                "invoices": sorted({i for p in periods for i in p["invoices"]}),
+                "last_batch_at": iso_z(self.cells["created_at"].max())}  # fmt: skip
+
+
+def _reach(coverage: str) -> str | None:
+    spans = json.loads(coverage)
+    return max(str(end) for _, end in spans) if spans else None
+
+
+def billing_coverage(bind: Connection | Engine, month: str) -> BillingCoverage:
+    """Which hours of ``month`` the usage lines of its live billing cells cover."""
+    period = Period.month(month)
+    cells = live_cells(bind, period)
+    spans = [(s, e) for value in cells["coverage"] for s, e in json.loads(value)]
+    windows = pd.DataFrame(spans, columns=["window_start", "window_end"])
+    for column in windows.columns:
+        windows[column] = pd.to_datetime(windows[column], utc=True)
+    return BillingCoverage(month, cells, uncovered(windows, period),
+                           covered_hours(windows, period))  # fmt: skip
+
+
+def billing_lines(months: list[dict[str, Any]]) -> list[str]:
+    """``status``'s text lines under the table: one per month with billing data."""
+    out = []
+    for m in months:  # one per month
+        billing = m.get("billing")
+        if billing is None:
+            continue
+        periods = ", ".join(f"{p['billing_period_start'][:10]} account {p['billing_account_id']}"
+                            for p in billing["periods"])  # fmt: skip
+        state = ("complete" if billing["complete"]
+                 else f"first uncovered day {billing['first_uncovered_day']}")  # fmt: skip
+        out.append(
+            f"billing {m['month']}: {billing['hours']} of {m['hours']} hours covered ({state}); "
+            f"billing periods {periods}; invoices {', '.join(billing['invoices']) or '-'}; "
+            f"last batch {billing['last_batch_at']}"
+        )
+    return out
+
+
 def _runs(engine: Engine, month: str) -> tuple[int, str | None]:
     r = table(Run).c
     with engine.connect() as connection:
@@ -152,6 +245,7 @@ def month_status(engine: Engine, month: str | None = None) -> list[dict[str, Any
     for name in months:  # one entry per month: a handful of queries each
         period = Period.month(name)
         runs, latest = _runs(engine, name)
+        billing = billing_coverage(engine, name)
         out.append({
             "month": name,
             "hours": _hours(period.hours),
@@ -161,7 +255,7 @@ def month_status(engine: Engine, month: str | None = None) -> list[dict[str, Any
             "latest_run": latest,
             "state": str(month_state(engine, name)),
             "revisions": issued_revision(engine, name),
-        })  # fmt: skip
+        } | ({"billing": billing.document()} if billing.stored else {}))  # fmt: skip
     return out
 
 
@@ -177,4 +271,4 @@ def status_table(months: list[dict[str, Any]]) -> str:
          str(m["runs"]), m["latest_run"] or "-", m["state"], str(m["revisions"])]
         for m in months
     ]  # fmt: skip
-    return render_table(header, rows, {1, 2, 3, 4, 7})
+    return "\n".join([render_table(header, rows, {1, 2, 3, 4, 7}), *billing_lines(months)])
