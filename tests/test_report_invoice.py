@@ -224,8 +224,6 @@ def test_served_month_page_shows_the_recorded_invoice(
     from .service_web_server import MONTH, served_example
     from .test_service_pages import logged_in
 
-    if "invoice" not in table(Run).c:
-        pytest.xfail("the store does not record the invoice cascade yet (branch i21-store)")
     out, places = pack_dir
     invoice = json.loads((out / "reconciliation.json").read_text(encoding="utf-8"))["invoice"]
     db = f"sqlite:///{tmp_path / 'store.db'}"

@@ -286,6 +286,11 @@ def load_run(connection: Connection, run_id: str) -> StoredResult:
         windows=int(report.windows), hours=float(report.hours), detail=Detail.PERIOD,
         pool_clients=pools[[*POOL_KEYS, "min_clients"]].astype(
             {**dict.fromkeys(POOL_KEYS, "str"), "min_clients": "int64"}),
+        # a run on billing data: its recorded invoice cascade; billed pools are the rest
+        # of the reference total beyond the cost rows and the external costs
+        billed_pool_total=int(run.reference_total) - int(report.cost_total)
+        - int(report.external_total),
+        invoice=json.loads(run.invoice) if run.invoice else None,
     )  # fmt: skip
     return StoredResult(run_id, str(run.month), result, ruleset, report.rules_origin)
 
