@@ -87,6 +87,8 @@ class BillingRun:
     rounded_effective: int
     opencost_estimate: int
     origin: str
+    period: Period | None = None
+    """The allocation period the billed lines were placed in."""
 
 
 def _in(period: Period, times: pd.Series) -> pd.Series:
@@ -214,6 +216,7 @@ def prepare_billing(
         rounded_effective=repriced.billed_effective + hours.rounded + split.rounded,
         opencost_estimate=int(in_costs["opencost_amount"].sum()),
         origin=origin,
+        period=period,
     )
 
 

@@ -116,3 +116,18 @@ def test_billing_without_a_billing_section_is_refused(tmp_path: Path) -> None:
     done = cli("reconcile", "--config", str(EXAMPLE.parent / "saas-three-clients" / "rules.yaml"),
                "--against", "invoice")  # fmt: skip
     assert "--against invoice: give the billing data" in one_error(done)
+
+
+def test_the_pack_alternative_keys_run_on_billed_money() -> None:
+    """The pack's alternative-key re-runs (and the sheets' key comparison) use the same
+    billed money as the main run: same reference total under every key."""
+    from tenantcost.inputs import load_inputs
+    from tenantcost.report.changes import quiet_allocate_keys
+
+    inputs = load_inputs(EXAMPLE / "rules.yaml")
+    assert inputs.billing is not None
+    main, other = quiet_allocate_keys(
+        inputs, inputs.ruleset, inputs.billing.period, [None, "cpu_seconds"]
+    )  # type: ignore[arg-type]
+    assert main.reference_total == other.reference_total == 791_696
+    assert main.client_totals()["amount"].sum() == other.client_totals()["amount"].sum()

@@ -102,10 +102,15 @@ def quiet_allocate_keys(
     if not keys:
         return []
     usage = inputs.usage.within(period) if inputs.usage is not None else None
+    billing = inputs.billing
+    # A run on billing data re-runs on the same billed money when it is the same rule set and
+    # period (another key: the pack's alternatives); billed pools are placed for that rule
+    # set and period only, so any other re-run keeps the costs as read.
+    same = billing is not None and ruleset is inputs.ruleset and period == billing.period
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InputWarning)
         results = allocate_keys(
-            inputs.costs,
+            inputs.allocation_costs if same else inputs.costs,
             usage,
             ruleset,
             keys=keys,
@@ -113,6 +118,7 @@ def quiet_allocate_keys(
             detail="period",
             con=inputs.con,
             engine=engine,
+            billed=billing if same else None,
         )
     for result in results:
         require_closed(cascade(result))
