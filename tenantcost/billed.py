@@ -48,9 +48,7 @@ from tenantcost.kinds import CostClass
 GROUPS = "billing_groups"
 """The grouped billing table left on the connection by :func:`group_billing`."""
 NO_CLUSTER = -1
-NO_INVOICE_ID = "(no invoice id)"
 HOUR = pd.Timedelta(hours=1)
-_EPOCH = pd.Timestamp("1970-01-01", tz="UTC")
 
 
 def micros_sql(expression: str) -> str:

@@ -36,18 +36,11 @@ from tenantcost.billed import GROUPS, HOUR, micros_sql
 from tenantcost.config.rules import RuleSet
 from tenantcost.errors import InputError
 from tenantcost.money import split_largest_remainder, to_micros
+from tenantcost.tables import COST_PROPERTY_COLUMNS
 from tenantcost.timefmt import window_text
 
-TIE_BREAK = [
-    "window_start",
-    "name",
-    "cluster",
-    "node",
-    "namespace",
-    "controller_kind",
-    "controller",
-    "pod",
-]
+TIE_BREAK = ["window_start", *COST_PROPERTY_COLUMNS]
+"""Repricing's tie-break order: the window, then the cost row's properties."""
 REPRICING_COLUMNS = [
     "cluster",
     "period_start",
@@ -246,9 +239,7 @@ def reprice(
     credited = periods["billed"] & (periods["billed_effective"] <= 0) & (periods["opencost"] > 0)
     unseen = (periods["opencost"] == 0) & (periods["billed_effective"] != 0)
     spread = _spread(periods, credited, unseen)
-    repricing = periods[
-        ["cluster", "period_start", "period_end", "opencost", "billed_effective", "estimate"]
-    ].copy()
+    repricing = periods[REPRICING_COLUMNS].copy()
     repricing.loc[unbilled.to_numpy(), "billed_effective"] = 0
     return Repriced(
         costs=costs,
