@@ -1,0 +1,94 @@
+"""Which client a request belongs to: a header or a callable, checked by the store's rule.
+
+Refusing to count is never an option: a request without a tenant, or with an id the store
+would refuse, is counted with the empty client (usage without a client, reported as
+unattributed). A refused id is logged on the ``tenantcost_meter`` logger, at most once a
+minute (a hostile client could send millions), naming what is wrong by code point and never
+echoing the value: it may hold control characters, and it may be another client's name.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable, Optional
+
+from ._client_id import client_id_problem
+
+logger = logging.getLogger("tenantcost_meter")
+
+TenantFunc = Callable[[Any], Optional[str]]
+"""``(scope or environ) -> str | None``: the tenant of a request, chosen by the application."""
+
+LOG_EVERY = 60.0
+"""Seconds between two log lines about refused tenant ids."""
+
+
+class RefusalLog:
+    """Rate-limited warnings about refused tenant ids (one line a minute, with a count)."""
+
+    def __init__(self, every: float = LOG_EVERY) -> None:
+        self.every = every
+        self._lock = threading.Lock()
+        self._next = 0.0
+        self._suppressed = 0
+
+    def refused(self, problem: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if now < self._next:
+                self._suppressed += 1
+                return
+            suppressed, self._suppressed = self._suppressed, 0
+            self._next = now + self.every
+        more = f" ({suppressed} more since the last message)" if suppressed else ""
+        logger.warning("tenant id refused: %s; counted without a client%s", problem, more)
+
+
+def checked(value: object, log: RefusalLog) -> str:
+    """``value`` if the store accepts it as a client id, else the empty client (logged)."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        log.refused(f"the tenant function returned {type(value).__name__}, not str")
+        return ""
+    problem = client_id_problem(value)
+    if problem is None:
+        return value
+    log.refused(problem)
+    return ""
+
+
+def from_header_bytes(raw: bytes | None, log: RefusalLog) -> str:
+    """An ASGI header value (bytes) as a client id: strict UTF-8, then the store's rule."""
+    if raw is None:
+        return ""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        log.refused(f"client id is not valid UTF-8 (byte {error.start + 1})")
+        return ""
+    return checked(text, log)
+
+
+def from_environ_text(raw: str | None, log: RefusalLog) -> str:
+    """A WSGI header value (PEP 3333: bytes decoded as latin-1) as a client id."""
+    if raw is None:
+        return ""
+    try:
+        data = raw.encode("latin-1")
+    except UnicodeEncodeError:  # a server that decoded differently: take its text as it is
+        return checked(raw, log)
+    return from_header_bytes(data, log)
+
+
+def from_callable(func: TenantFunc, request: Any, log: RefusalLog) -> str:
+    """The application's tenant function; an exception in it counts the request without a
+    client rather than failing the request."""
+    try:
+        value = func(request)
+    except Exception as error:  # the app's code: never let the meter fail a request
+        log.refused(f"the tenant function raised {type(error).__name__}")
+        return ""
+    return checked(value, log)

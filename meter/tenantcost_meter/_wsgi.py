@@ -1,0 +1,96 @@
+"""The WSGI middleware: the thread's CPU time from the call to the end of the response body.
+
+A WSGI request runs in one thread from the call to the end of the body iteration (the server
+writes the body in that thread too), so ``time.thread_time`` around the whole of it is the
+request's CPU and nobody else's. The body iterable is wrapped: the request is counted when
+the server closes it (PEP 3333 obliges servers to call ``close``; Flask runs its teardown
+there), or when the app raises.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator
+from time import thread_time
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from ._tenant import TenantFunc, from_callable, from_environ_text
+
+if TYPE_CHECKING:
+    from ._meter import Meter
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+class MeteredWSGI:
+    """``app`` with every request counted for its tenant."""
+
+    def __init__(self, meter: Meter, app: WSGIApp, header: Optional[str],
+                 tenant: Optional[TenantFunc]) -> None:  # fmt: skip
+        self.meter = meter
+        self.app = app
+        self.key = "HTTP_" + header.upper().replace("-", "_") if header is not None else None
+        self.tenant = tenant
+
+    def client(self, environ: dict[str, Any]) -> str:
+        log = self.meter._refusals
+        if self.tenant is not None:
+            return from_callable(self.tenant, environ, log)
+        return from_environ_text(environ.get(self.key), log)  # type: ignore[arg-type]
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        start = thread_time()
+        client = self.client(environ)
+        try:
+            body = self.app(environ, start_response)
+        except BaseException:
+            self.meter._add(self.meter.service, client, 1, thread_time() - start, 0)
+            raise
+        return _Body(self.meter, client, body, start)
+
+
+class _Body:
+    """The response body, counted once: at ``close`` (or when iterating it fails)."""
+
+    __slots__ = ("body", "client", "done", "meter", "nbytes", "start", "thread")
+
+    def __init__(self, meter: Meter, client: str, body: Iterable[bytes], start: float) -> None:
+        self.meter = meter
+        self.client = client
+        self.body = body
+        self.start = start
+        self.thread = threading.get_ident()
+        self.nbytes = 0
+        self.done = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            if self.meter.bytes_out:
+                for chunk in self.body:
+                    self.nbytes += len(chunk)
+                    yield chunk
+            else:
+                yield from self.body
+        except BaseException:
+            self._count()
+            raise
+
+    def close(self) -> None:
+        try:
+            close = getattr(self.body, "close", None)
+            if close is not None:
+                close()
+        finally:
+            self._count()
+
+    def __del__(self) -> None:  # a server that never closed the body: still counted
+        self._count()
+
+    def _count(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        # thread_time is per thread: a server that ended the body in another thread than the
+        # call's would give a meaningless difference, so only the same thread's is counted
+        cpu = thread_time() - self.start if threading.get_ident() == self.thread else 0.0
+        self.meter._add(self.meter.service, self.client, 1, cpu, self.nbytes)
