@@ -1,12 +1,91 @@
 """Delivery of usage batches: spooled to disk before the first POST, posted in order.
 
-(Interface fixed for issue 23; the body is being written on branch i23-delivery.)
+The contract (issue 23: nothing lost, nothing counted twice):
+
+- :meth:`Delivery.submit` splits the records into batches of one calendar month each (so a
+  closed month refuses only its own part) and of at most :data:`MAX_BATCH_RECORDS` records
+  (well under the service's per-batch limit), gives each a fresh random Idempotency-Key
+  (uuid4) and spools it (:mod:`tenantcost_meter._spool`: atomic, fsync'd) *before* any POST.
+  A batch is therefore never posted without being on disk with its key.
+- :meth:`Delivery.deliver` posts the spooled batches oldest first, one file locked at a time;
+  a file another process holds is skipped. The server's answer decides:
+
+  - **2xx**: the batch is stored (or was already: a retried key is replayed by the server,
+    ``Idempotent-Replayed``, and not added again). The file is removed.
+  - **refused for good** (any other 4xx but 401, 403, 408 and 429; in practice 422 for an
+    invalid batch, 409 for a closed month, 413): retrying cannot help. The file moves to
+    ``rejected/`` beside a ``.reason`` file with the status and the server's ``detail``, and
+    is logged at WARNING. Later batches go on.
+  - **transient** (connection refused or reset, timeout, 408, 429, 5xx, a redirect, 401 or
+    403): delivery stops there, so no later batch overtakes this one, and waits an
+    exponential backoff with jitter (1 s, 2 s, 4 s, ... up to ``max_backoff``; at least the
+    server's ``Retry-After``). Calls within the backoff return False at once. 401/403 are
+    transient, not refusals: they say the *token* is wrong (revoked, rotated), not the batch;
+    the batches wait in the spool until a process with a valid token delivers them, under
+    their original keys (the server checks keys store-wide, so they are replayed if they
+    were stored before the rotation).
+
+The token is sent as ``Authorization: Bearer ...`` and appears in no log line, file or
+exception message. Log lines go to the ``tenantcost_meter`` logger (stdlib :mod:`logging`).
 """
 
 from __future__ import annotations
 
+import http.client
+import json
+import logging
 import os
+import random
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass
+from enum import Enum
 from typing import Any
+
+from tenantcost_meter._spool import Spool, Spooled, taken
+
+log = logging.getLogger("tenantcost_meter")
+
+PATH = "/api/v1/usage"
+MAX_BATCH_RECORDS = 10_000
+"""Records per batch at most (the service refuses over ``--max-records``, 100,000 by default)."""
+FIRST_BACKOFF = 1.0
+TRANSIENT_STATUSES = frozenset({401, 403, 408, 429})
+"""4xx answers that say "later" (or "not with this token"), not "never"."""
+MAX_REASON = 2000
+
+
+class Outcome(Enum):
+    """What one POST of one batch came to."""
+
+    STORED = "stored"
+    REFUSED = "refused"
+    TRANSIENT = "transient"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The outcome, a one-line reason (status and the server's detail) and any Retry-After."""
+
+    outcome: Outcome
+    reason: str = ""
+    retry_after: float = 0.0
+
+
+def month_batches(records: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The records split per calendar month of ``window_start`` (months in order, records in
+    their order within a month), each month cut into batches of at most MAX_BATCH_RECORDS."""
+    months: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        months.setdefault(str(record.get("window_start", ""))[:7], []).append(record)
+    return [
+        rows[start : start + MAX_BATCH_RECORDS]
+        for _, rows in sorted(months.items())
+        for start in range(0, len(rows), MAX_BATCH_RECORDS)
+    ]
 
 
 class Delivery:
@@ -21,17 +100,162 @@ class Delivery:
         timeout: float = 10.0,
         max_backoff: float = 300.0,
     ) -> None:
-        raise NotImplementedError
+        self._endpoint = url.rstrip("/") + PATH
+        self._token = token
+        self._spool = Spool(spool_dir)
+        self._timeout = timeout
+        self._max_backoff = max_backoff
+        self._delivering = threading.Lock()
+        self._failures = 0
+        self._retry_at = 0.0  # time.monotonic() before which deliver() does not try
+
+    def __repr__(self) -> str:  # never the token
+        return f"Delivery({self._endpoint!r}, spool_dir={str(self._spool.folder)!r})"
 
     def submit(self, records: list[dict[str, Any]]) -> None:
         """Spool ``records`` as batches of one calendar month each (fsync'd, a fresh
         Idempotency-Key each) before any POST. Does not post."""
-        raise NotImplementedError
+        for batch in month_batches(records):
+            self._spool.write(uuid.uuid4().hex, {"mode": "sum", "records": batch})
 
     def deliver(self, deadline: float | None = None) -> bool:
-        """Post every spooled batch in order; True when the spool is empty."""
-        raise NotImplementedError
+        """Post every spooled batch in order; True when the spool is empty.
+
+        ``deadline`` is a :func:`time.monotonic` instant after which no new POST starts.
+        False when something is left: a transient failure (then a backoff), the deadline,
+        or a file another process is posting."""
+        if time.monotonic() < self._retry_at:
+            return False
+        return self._deliver(deadline)
 
     def close(self, timeout: float = 10.0) -> None:
-        """Deliver what it can within ``timeout`` seconds; what remains stays spooled."""
-        raise NotImplementedError
+        """Deliver what it can within ``timeout`` seconds; what remains stays spooled.
+
+        One attempt even within a backoff (the process is about to end), stopping at the
+        first transient failure: the spool keeps the rest for the next process."""
+        self._deliver(time.monotonic() + timeout)
+
+    def _deliver(self, deadline: float | None) -> bool:
+        wait = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
+        if not self._delivering.acquire(timeout=wait):
+            return False
+        try:
+            return self._deliver_pending(deadline)
+        finally:
+            self._delivering.release()
+
+    def _deliver_pending(self, deadline: float | None) -> bool:
+        """Each pending file in order; False at the first transient failure or the deadline."""
+        empty = True
+        for path in self._spool.pending():
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            with taken(path) as batch:
+                if batch is None:  # held by another process, or delivered meanwhile
+                    empty = empty and not path.exists()
+                    continue
+                if not self._settle(batch, deadline):
+                    return False
+        return empty
+
+    def _settle(self, batch: Spooled, deadline: float | None) -> bool:
+        """Post one locked batch and act on the answer; False when delivery must stop."""
+        answer = (
+            Answer(Outcome.REFUSED, f"spool file {batch.damaged}")
+            if batch.damaged is not None
+            else self._post(batch, deadline)
+        )
+        if answer.outcome is Outcome.STORED:
+            batch.path.unlink()
+            self._failures = 0
+            return True
+        if answer.outcome is Outcome.REFUSED:
+            target = self._spool.reject(batch.path, answer.reason)
+            log.warning("tenantcost refused usage batch %s for good, kept in %s: %s",
+                        batch.path.name, target, answer.reason)  # fmt: skip
+            return True
+        self._back_off(answer)
+        return False
+
+    def _back_off(self, answer: Answer) -> None:
+        self._failures += 1
+        delay = min(self._max_backoff, FIRST_BACKOFF * 2 ** min(self._failures - 1, 30))
+        delay = max(delay * random.uniform(0.5, 1.0), min(answer.retry_after, self._max_backoff))
+        self._retry_at = time.monotonic() + delay
+        log.warning("usage delivery to %s failed (%s); retrying in %.1f s, batches stay spooled",
+                    self._endpoint, answer.reason, delay)  # fmt: skip
+
+    def _post(self, batch: Spooled, deadline: float | None) -> Answer:
+        timeout = self._timeout
+        if deadline is not None:
+            timeout = max(0.1, min(timeout, deadline - time.monotonic()))
+        request = urllib.request.Request(
+            self._endpoint,
+            data=json.dumps(batch.body, separators=(",", ":")).encode("utf-8"),
+            method="POST",
+            headers={
+                "Content-Type": "application/json",
+                "Authorization": f"Bearer {self._token}",
+                "Idempotency-Key": batch.key,
+                "User-Agent": "tenantcost-meter",
+            },
+        )
+        try:
+            with _OPENER.open(request, timeout=timeout) as response:
+                response.read()
+                return Answer(Outcome.STORED, f"HTTP {response.status}")
+        except urllib.error.HTTPError as exc:
+            return _classify(exc)
+        except (OSError, http.client.HTTPException) as exc:  # URLError, reset, timeout
+            return Answer(Outcome.TRANSIENT, _network_reason(exc))
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is not followed: urllib would resend the token to wherever it points, and
+    turn the POST into a GET. It surfaces as an HTTPError (3xx: transient, fix the url)."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect())
+
+
+def _classify(exc: urllib.error.HTTPError) -> Answer:
+    """The answer of an HTTP error status, with the server's ``detail`` as the reason."""
+    try:
+        raw = exc.read()
+    except (OSError, http.client.HTTPException):
+        raw = b""
+    finally:
+        exc.close()
+    reason = f"HTTP {exc.code}: {_detail(raw)}"[:MAX_REASON]
+    status = exc.code
+    if 400 <= status < 500 and status not in TRANSIENT_STATUSES:
+        return Answer(Outcome.REFUSED, reason)
+    return Answer(Outcome.TRANSIENT, reason, _retry_after(exc.headers.get("Retry-After")))
+
+
+def _detail(raw: bytes) -> str:
+    """The ``detail`` of a JSON error body (tenantcost's problem documents), else the text."""
+    text = raw.decode("utf-8", "replace").strip()
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return text or "(no body)"
+    if isinstance(document, dict) and "detail" in document:
+        detail = document["detail"]
+        return detail if isinstance(detail, str) else json.dumps(detail)
+    return text
+
+
+def _retry_after(value: str | None) -> float:
+    try:
+        return max(0.0, float(value)) if value else 0.0
+    except ValueError:  # an HTTP date: fall back on the backoff
+        return 0.0
+
+
+def _network_reason(exc: BaseException) -> str:
+    reason = getattr(exc, "reason", None)
+    return f"{type(exc).__name__}: {reason if reason is not None else exc}"
