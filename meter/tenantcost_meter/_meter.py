@@ -15,7 +15,6 @@ import os
 import threading
 import time
 import weakref
-from pathlib import Path
 from time import thread_time
 from types import TracebackType
 from typing import Any, Callable, Optional, Union
@@ -23,7 +22,6 @@ from typing import Any, Callable, Optional, Union
 from . import _lifecycle
 from ._cells import Cells, current_hour
 from ._client_id import client_id_problem
-from ._delivery import Delivery
 from ._tenant import RefusalLog, TenantFunc, checked
 
 logger = logging.getLogger("tenantcost_meter")
@@ -34,12 +32,12 @@ EXIT_SECONDS = 5.0
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def default_spool(service: str) -> Path:
+def default_spool(service: str) -> str:
     """``$XDG_STATE_HOME/tenantcost-meter/SERVICE`` (``~/.local/state`` by default): a place
     that survives reboots, unlike a temporary folder."""
     state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local",
                                                              "state")  # fmt: skip
-    return Path(state) / "tenantcost-meter" / service
+    return os.path.join(state, "tenantcost-meter", service)
 
 
 class Meter:
@@ -65,6 +63,8 @@ class Meter:
         self.exit_seconds = EXIT_SECONDS
         self._delivery_args = (url, token, spool_dir if spool_dir is not None
                                else default_spool(service))  # fmt: skip
+        from ._delivery import Delivery  # urllib and http.client: not at import time
+
         self._delivery = Delivery(*self._delivery_args)
         self._cells = Cells(self.bytes_out)
         self._refusals = RefusalLog()
@@ -203,6 +203,8 @@ def _after_fork(ref: weakref.ref[Meter]) -> None:
     meter._cells = Cells(meter.bytes_out)
     meter._flush_lock = threading.Lock()
     meter._stop = threading.Event()
+    from ._delivery import Delivery
+
     meter._delivery = Delivery(*meter._delivery_args)
     meter._start_flusher()
 
