@@ -10,7 +10,6 @@ same at once. Unflushed cells live only in memory: SIGKILL loses at most the las
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
@@ -22,9 +21,7 @@ from typing import Any, Callable, Optional, Union
 from . import _lifecycle
 from ._cells import Cells, current_hour
 from ._client_id import client_id_problem
-from ._tenant import RefusalLog, TenantFunc, checked
-
-logger = logging.getLogger("tenantcost_meter")
+from ._tenant import RefusalLog, TenantFunc, checked, logger
 
 EXIT_SECONDS = 5.0
 """How long delivery may take at exit or on SIGTERM; what is left stays spooled."""
@@ -160,7 +157,7 @@ class Meter:
         try:
             self._delivery.deliver(time.monotonic() + self.exit_seconds)
         except Exception:
-            logger.exception("tenantcost_meter: delivery at exit failed; batches stay spooled")
+            logger().exception("tenantcost_meter: delivery at exit failed; batches stay spooled")
         return spooled
 
     def _start_flusher(self) -> None:
@@ -179,7 +176,7 @@ class Meter:
         try:
             step()
         except Exception:
-            logger.exception("tenantcost_meter: flush failed; the cells stay spooled or counted")
+            logger().exception("tenantcost_meter: flush failed; the cells stay spooled or counted")
 
 
 def _tenant_source(tenant_header: Optional[str], tenant: Optional[TenantFunc]

@@ -9,14 +9,21 @@ echoing the value: it may hold control characters, and it may be another client'
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from typing import Any, Callable, Optional
 
 from ._client_id import client_id_problem
 
-logger = logging.getLogger("tenantcost_meter")
+
+
+def logger() -> Any:
+    """The ``tenantcost_meter`` logger; ``logging`` is imported the first time something is
+    logged, not by ``import tenantcost_meter`` (it is a third of the import time)."""
+    import logging
+
+    return logging.getLogger("tenantcost_meter")
+
 
 TenantFunc = Callable[[Any], Optional[str]]
 """``(scope or environ) -> str | None``: the tenant of a request, chosen by the application."""
@@ -43,7 +50,7 @@ class RefusalLog:
             suppressed, self._suppressed = self._suppressed, 0
             self._next = now + self.every
         more = f" ({suppressed} more since the last message)" if suppressed else ""
-        logger.warning("tenant id refused: %s; counted without a client%s", problem, more)
+        logger().warning("tenant id refused: %s; counted without a client%s", problem, more)
 
 
 def checked(value: object, log: RefusalLog) -> str:
