@@ -27,10 +27,12 @@ if ((${#need_apt[@]})); then
 fi
 
 python3 -m pip install --quiet --disable-pip-version-check -e ".[test]"
+# The application-side meter (meter/, the tenantcost-meter distribution, standard library only).
+python3 -m pip install --quiet --disable-pip-version-check -e ./meter
 # The FOCUS export's tests run the FinOps Foundation's focus-validator, which needs Python 3.12
 # (pyenv's) in a venv of its own: created once under /tmp, reused by later runs.
 python3 tests/focus_validator.py
 
-python3 -m ruff check tenantcost tests benchmarks
+python3 -m ruff check tenantcost tests benchmarks meter
 python3 -m mypy
 python3 -m pytest -q "$@"

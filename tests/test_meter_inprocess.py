@@ -22,11 +22,10 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tenantcost_meter import Meter, _cells
+from tenantcost_meter._client_id import client_id_problem as meter_problem
 
 from tenantcost.client_id import client_id_problem
-from tenantcost_meter import Meter
-from tenantcost_meter import _cells
-from tenantcost_meter._client_id import client_id_problem as meter_problem
 
 from .meter_apps import burn
 

@@ -5,8 +5,9 @@ child task must be counted) and FastAPI, async and sync endpoints; waitress runn
 Concurrent clients of three tenants call endpoints that burn a known CPU time. What the store
 holds must equal what was sent: ``requests`` exactly per tenant and hour, ``cpu_seconds``
 within 10 % of what was burned per tenant, which also shows that the other tenants'
-interleaved steps (tenants burn 20 to 45 ms a request) did not leak into a tenant's figure. Then the app is killed with SIGTERM in the
-middle of a request: the usage of every request still arrives.
+interleaved steps (tenants burn 20 to 45 ms a request) did not leak into a tenant's figure.
+Then the app is killed with SIGTERM in the middle of a request: the usage of every request
+still arrives.
 
 waitress is the WSGI server: a production server with a thread pool in one process, so
 requests of several tenants run in parallel threads of one process (what thread_time must

@@ -9,7 +9,8 @@ usage is delivered before the process exits).
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, MutableMapping, Optional
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import TYPE_CHECKING, Any
 
 from . import _cpu
 from ._tenant import TenantFunc, from_callable, from_header_bytes
@@ -29,8 +30,8 @@ METERED = ("http", "websocket")
 class MeteredASGI:
     """``app`` with every HTTP request and WebSocket session counted for its tenant."""
 
-    def __init__(self, meter: Meter, app: ASGIApp, header: Optional[str],
-                 tenant: Optional[TenantFunc]) -> None:  # fmt: skip
+    def __init__(self, meter: Meter, app: ASGIApp, header: str | None,
+                 tenant: TenantFunc | None) -> None:  # fmt: skip
         self.meter = meter
         self.app = app
         self.header = header.lower().encode("latin-1") if header is not None else None

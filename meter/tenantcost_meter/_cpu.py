@@ -28,9 +28,9 @@ import functools
 import sys
 import types
 import weakref
-from collections.abc import Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from time import thread_time
-from typing import Any, Callable
+from typing import Any
 
 Sink = Callable[[str, str, int, float, int], None]
 """``(service, client, requests, cpu_seconds, bytes_out)``: adds to the meter's cells."""
@@ -76,12 +76,14 @@ current: contextvars.ContextVar[Accumulator | None] = contextvars.ContextVar(
 
 
 @types.coroutine
-def stepped(coro: Coroutine[Any, Any, Any], acc: Accumulator) -> Generator[Any, Any, Any]:
-    """Drive ``coro`` to its end, adding the CPU of each of its steps to ``acc``.
+def stepped(awaitable: Awaitable[Any], acc: Accumulator) -> Generator[Any, Any, Any]:
+    """Drive ``awaitable`` (a coroutine, or any awaitable an ASGI app returns) to its end,
+    adding the CPU of each of its steps to ``acc``.
 
-    Whatever the coroutine yields (a future) goes up to the Task unchanged, and what the
-    Task sends or throws comes down unchanged: the coroutine cannot tell it is wrapped."""
+    Whatever it yields (a future) goes up to the Task unchanged, and what the Task sends or
+    throws comes down unchanged: the coroutine cannot tell it is wrapped."""
     clock = thread_time
+    coro = awaitable.__await__()
     send = coro.send
     value: Any = None
     error: BaseException | None = None

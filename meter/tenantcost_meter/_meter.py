@@ -14,9 +14,10 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from time import thread_time
 from types import TracebackType
-from typing import Any, Callable, Optional, Union
+from typing import Any, Union
 
 from . import _lifecycle
 from ._cells import Cells, current_hour
@@ -46,7 +47,7 @@ class Meter:
         url: str,
         token: str,
         flush_seconds: float = 60,
-        spool_dir: Optional[PathLike] = None,
+        spool_dir: PathLike | None = None,
         bytes_out: bool = False,
     ) -> None:
         if not isinstance(service, str) or not service or client_id_problem(service):
@@ -77,23 +78,23 @@ class Meter:
 
     # -- the application's API -----------------------------------------------------------
 
-    def asgi(self, app: Any, tenant_header: Optional[str] = None, *,
-             tenant: Optional[TenantFunc] = None) -> Any:  # fmt: skip
+    def asgi(self, app: Any, tenant_header: str | None = None, *,
+             tenant: TenantFunc | None = None) -> Any:  # fmt: skip
         """``app`` (any ASGI 3 application) with its requests counted per tenant: the tenant
         is the ``tenant_header`` request header, or what ``tenant(scope)`` returns."""
         from ._asgi import MeteredASGI  # asyncio only for applications that use it
 
         return MeteredASGI(self, app, *_tenant_source(tenant_header, tenant))
 
-    def wsgi(self, app: Any, tenant_header: Optional[str] = None, *,
-             tenant: Optional[TenantFunc] = None) -> Any:  # fmt: skip
+    def wsgi(self, app: Any, tenant_header: str | None = None, *,
+             tenant: TenantFunc | None = None) -> Any:  # fmt: skip
         """``app`` (any WSGI application) with its requests counted per tenant: the tenant
         is the ``tenant_header`` request header, or what ``tenant(environ)`` returns."""
         from ._wsgi import MeteredWSGI
 
         return MeteredWSGI(self, app, *_tenant_source(tenant_header, tenant))
 
-    def record(self, tenant: Optional[str], service: Optional[str] = None) -> Recording:
+    def record(self, tenant: str | None, service: str | None = None) -> Recording:
         """One request of ``tenant`` on ``service`` (this meter's by default) around a block of
         code: ``with`` for sync code (the thread's CPU of the block), ``async with`` for
         async code (see ``Recording``)."""
@@ -102,7 +103,7 @@ class Meter:
             raise ValueError("service must be a non-empty name without control characters")
         return Recording(self, checked(tenant, self._refusals), service or self.service)
 
-    def flush(self, timeout: Optional[float] = None) -> bool:
+    def flush(self, timeout: float | None = None) -> bool:
         """Spool the cells counted so far and deliver the spool (within ``timeout`` seconds
         if given). True when everything was delivered."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -179,8 +180,8 @@ class Meter:
             logger().exception("tenantcost_meter: flush failed; the cells stay spooled or counted")
 
 
-def _tenant_source(tenant_header: Optional[str], tenant: Optional[TenantFunc]
-                   ) -> tuple[Optional[str], Optional[TenantFunc]]:  # fmt: skip
+def _tenant_source(tenant_header: str | None, tenant: TenantFunc | None
+                   ) -> tuple[str | None, TenantFunc | None]:  # fmt: skip
     if tenant is not None and tenant_header is not None:
         raise TypeError("give tenant_header or tenant, not both")
     if tenant is not None and not callable(tenant):
@@ -227,8 +228,8 @@ class Recording:
         self._start = thread_time()
         return self
 
-    def __exit__(self, kind: Optional[type[BaseException]], error: Optional[BaseException],
-                 trace: Optional[TracebackType]) -> None:  # fmt: skip
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:  # fmt: skip
         self.meter._add(self.service, self.client, 1, thread_time() - self._start, 0)
 
     async def __aenter__(self) -> Recording:
@@ -239,9 +240,9 @@ class Recording:
         self._start = thread_time()
         return self
 
-    async def __aexit__(self, kind: Optional[type[BaseException]],
-                        error: Optional[BaseException],
-                        trace: Optional[TracebackType]) -> None:  # fmt: skip
+    async def __aexit__(self, kind: type[BaseException] | None,
+                        error: BaseException | None,
+                        trace: TracebackType | None) -> None:  # fmt: skip
         from . import _cpu
 
         span = thread_time() - self._start

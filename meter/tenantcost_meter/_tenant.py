@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 from ._client_id import client_id_problem
-
 
 
 def logger() -> Any:

@@ -10,9 +10,9 @@ there), or when the app raises.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from time import thread_time
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any
 
 from ._tenant import TenantFunc, from_callable, from_environ_text
 
@@ -25,8 +25,8 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 class MeteredWSGI:
     """``app`` with every request counted for its tenant."""
 
-    def __init__(self, meter: Meter, app: WSGIApp, header: Optional[str],
-                 tenant: Optional[TenantFunc]) -> None:  # fmt: skip
+    def __init__(self, meter: Meter, app: WSGIApp, header: str | None,
+                 tenant: TenantFunc | None) -> None:  # fmt: skip
         self.meter = meter
         self.app = app
         self.key = "HTTP_" + header.upper().replace("-", "_") if header is not None else None
