@@ -67,10 +67,29 @@ def checked(value: object, log: RefusalLog) -> str:
     return ""
 
 
+CACHE_SIZE = 4096
+"""Header values remembered with their client id: most requests come from a few tenants, and
+a hit skips the decoding and the rule. Emptied when full, so hostile values bound it."""
+_seen: dict[bytes, str] = {}
+_seen_text: dict[str, str] = {}
+
+
 def from_header_bytes(raw: bytes | None, log: RefusalLog) -> str:
     """An ASGI header value (bytes) as a client id: strict UTF-8, then the store's rule."""
     if raw is None:
         return ""
+    client = _seen.get(raw)
+    if client is not None:
+        return client
+    client = _decoded(raw, log)
+    if client or not raw:  # a refused value is checked (and logged) again next time
+        if len(_seen) >= CACHE_SIZE:
+            _seen.clear()
+        _seen[raw] = client
+    return client
+
+
+def _decoded(raw: bytes, log: RefusalLog) -> str:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -83,11 +102,19 @@ def from_environ_text(raw: str | None, log: RefusalLog) -> str:
     """A WSGI header value (PEP 3333: bytes decoded as latin-1) as a client id."""
     if raw is None:
         return ""
+    client = _seen_text.get(raw)
+    if client is not None:
+        return client
     try:
         data = raw.encode("latin-1")
     except UnicodeEncodeError:  # a server that decoded differently: take its text as it is
         return checked(raw, log)
-    return from_header_bytes(data, log)
+    client = from_header_bytes(data, log)
+    if client or not raw:
+        if len(_seen_text) >= CACHE_SIZE:
+            _seen_text.clear()
+        _seen_text[raw] = client
+    return client
 
 
 def from_callable(func: TenantFunc, request: Any, log: RefusalLog) -> str:

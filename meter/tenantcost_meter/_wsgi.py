@@ -50,7 +50,8 @@ class MeteredWSGI:
 
 
 class _Body:
-    """The response body, counted once: at ``close`` (or when iterating it fails)."""
+    """The response body, counted once: at ``close`` (a server that never calls it: when the
+    body is garbage collected, with no CPU if that happens in another thread)."""
 
     __slots__ = ("body", "client", "done", "meter", "nbytes", "start", "thread")
 
@@ -64,16 +65,14 @@ class _Body:
         self.done = False
 
     def __iter__(self) -> Iterator[bytes]:
-        try:
-            if self.meter.bytes_out:
-                for chunk in self.body:
-                    self.nbytes += len(chunk)
-                    yield chunk
-            else:
-                yield from self.body
-        except BaseException:
-            self._count()
-            raise
+        if self.meter.bytes_out:
+            return self._counting()
+        return iter(self.body)  # counted at close(), which every server calls
+
+    def _counting(self) -> Iterator[bytes]:
+        for chunk in self.body:
+            self.nbytes += len(chunk)
+            yield chunk
 
     def close(self) -> None:
         try:
