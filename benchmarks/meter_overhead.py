@@ -127,9 +127,9 @@ def main() -> None:
                       spool_dir=spool)  # fmt: skip
         rows = []
         star = starlette_app()
-        for name, bare, path in (("bare ASGI app", plain, "/"),
-                                 ("Starlette, async endpoint", star, "/async"),
-                                 ("Starlette, sync endpoint (thread pool)", star, "/sync")):  # fmt: skip
+        variants = [("bare ASGI app", plain, "/"), ("Starlette, async endpoint", star, "/async"),
+                    ("Starlette, sync endpoint (thread pool)", star, "/sync")]  # fmt: skip
+        for name, bare, path in variants:
             def run(app: Any, n: int, out: list[float], path: str = path) -> None:
                 asyncio.run(_asgi_times(app, path, n, out))
 

@@ -7,7 +7,7 @@ not yet delivered, whatever the request rate. A request costs one dict update un
 request threads never wait for a flush.
 
 A request belongs to the UTC hour in which it completes: ``hour`` is ``int(time() // 3600)``
-taken at completion by the caller.
+taken at completion by the caller (``Meter._add``).
 """
 
 from __future__ import annotations
@@ -67,11 +67,6 @@ class Cells:
         if self.bytes_out:
             record["bytes_out"] = int(cell[2])
         return record
-
-
-def current_hour() -> int:
-    """The UTC hour now, as hours since the epoch (UTC has no leap hours)."""
-    return int(time.time() // 3600)
 
 
 def hour_text(hour: int) -> str:

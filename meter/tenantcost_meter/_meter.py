@@ -16,7 +16,6 @@ import time
 import weakref
 from collections.abc import Callable
 from time import thread_time
-from time import time as _now
 from types import TracebackType
 from typing import Any, Union
 
@@ -132,7 +131,7 @@ class Meter:
 
     def _add(self, service: str, client: str, requests: int, cpu: float, nbytes: int) -> None:
         """A measurement, in the cell of the hour now (the hour the request completed)."""
-        self._cells.add(int(_now() // 3600), service, client, requests, cpu, nbytes)
+        self._cells.add(int(time.time() // 3600), service, client, requests, cpu, nbytes)
         if self._terminating:  # the process is about to end: no more waiting for a flush
             with self._flush_lock:
                 self._spool()
