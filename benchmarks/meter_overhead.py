@@ -121,6 +121,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=20000)
     parser.add_argument("--blocks", type=int, default=10)
+    parser.add_argument("--only", default="", help="only the variants whose name holds this")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as spool:
         meter = Meter("api", "http://127.0.0.1:9", "tc_bench", flush_seconds=3600,
@@ -129,15 +130,16 @@ def main() -> None:
         star = starlette_app()
         variants = [("bare ASGI app", plain, "/"), ("Starlette, async endpoint", star, "/async"),
                     ("Starlette, sync endpoint (thread pool)", star, "/sync")]  # fmt: skip
-        for name, bare, path in variants:
+        for name, bare, path in [v for v in variants if args.only in v[0]]:
             def run(app: Any, n: int, out: list[float], path: str = path) -> None:
                 asyncio.run(_asgi_times(app, path, n, out))
 
             rows.append((name, *_measure(run, bare, meter.asgi(bare), args.requests,
                                          args.blocks)))  # fmt: skip
-        web = flask_app()
-        rows.append(("Flask (WSGI)", *_measure(_wsgi_times, web, meter.wsgi(web),
-                                               args.requests, args.blocks)))  # fmt: skip
+        if args.only in "Flask (WSGI)":
+            web = flask_app()
+            rows.append(("Flask (WSGI)", *_measure(_wsgi_times, web, meter.wsgi(web),
+                                                   args.requests, args.blocks)))  # fmt: skip
         counted = sum(r["requests"] for r in meter._cells.drain() or [])
         meter.close(timeout=0.1)
     print(f"{platform.node()} ({platform.machine()}, {platform.python_implementation()} "
