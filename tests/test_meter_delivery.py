@@ -1,0 +1,301 @@
+"""The meter's delivery (:mod:`tenantcost_meter._delivery`) against a real ``tenantcost serve``:
+batches spooled before any POST, posted in order, and through an outage, a lost answer, a
+restart, two processes on one spool and refusals, the stored totals equal what was submitted,
+exactly (no batch lost, none counted twice).
+
+A loopback proxy (:mod:`tests.dropping_proxy`) sits between the meter and the server where a
+test needs a fault or needs to see each request: it refuses connections (the server is down),
+or forwards a request and drops the answer once the server has committed it.
+
+The store holds the bundled example (2026-11 closed); the meter's usage goes to 2026-12, one
+day per test, and is read back from the store (:func:`stored_usage`). CPU seconds are
+multiples of 1/64, so their float sums are exact.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from tenantcost.split import connect
+from tenantcost.store.data import DataDir, Store
+from tenantcost.store.engine import open_engine
+from tenantcost.store.settings import resolve_settings
+from tenantcost.store.stored import stored_usage
+from tenantcost.windows import Period
+
+from .dropping_proxy import DroppingProxy
+from .postgres_fixture import free_port
+from .service_server import Service, create_token, example_store, running_service
+
+METER = Path(__file__).resolve().parents[1] / "meter"
+if not any(Path(p).resolve() == METER for p in sys.path if p):  # until `pip install -e ./meter`
+    sys.path.insert(0, str(METER))
+
+from tenantcost_meter._delivery import Delivery  # noqa: E402
+
+Totals = dict[tuple[str, str], tuple[int, float]]
+
+
+@dataclass(frozen=True)
+class Served:
+    service: Service
+    db: str
+    data: Path
+    token: str
+
+    def totals(self, day: int) -> Totals:
+        """Stored (window_start, client) -> (requests, cpu_seconds) of one day of December
+        (every service the meter posts is ``api``, named by the example's rules)."""
+        period = Period(pd.Timestamp(f"2026-12-{day:02d}", tz="UTC"),
+                        pd.Timestamp(f"2026-12-{day:02d}", tz="UTC") + pd.Timedelta(days=1))
+        store = Store(open_engine(resolve_settings(db=self.db, environ={})), DataDir(str(self.data)))
+        con = connect()
+        try:
+            source = stored_usage(store, period, con)
+        finally:
+            store.engine.dispose()
+        if source is None:
+            return {}
+        frame = con.execute(source.relation(con)).df()
+        frame["hour"] = frame["window_start"].dt.strftime("%Y-%m-%dT%H:00:00Z")
+        sums = frame.groupby(["hour", "client"])[["requests", "cpu_seconds"]].sum()
+        return {key: (int(row.requests), float(row.cpu_seconds))
+                for key, row in sums.iterrows()}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    tmp = tmp_path_factory.mktemp("meter-delivery")
+    db, data = f"sqlite:///{tmp / 'store.db'}", tmp / "data"
+    example_store(db, str(data))  # 2026-11 closed
+    token = create_token(db, "ingest", "meter")
+    with running_service(db, str(data), tmp / "serve.log") as service:
+        yield Served(service, db, data, token)
+
+
+@pytest.fixture
+def proxy(served: Served) -> Iterator[DroppingProxy]:
+    forwarder = DroppingProxy(served.service.url, free_port())
+    forwarder.start()
+    yield forwarder
+    forwarder.stop()
+
+
+def cell(day: int, hour: int, client: str, requests: int, cpu: float,
+         month: int = 12) -> dict[str, Any]:  # fmt: skip
+    """One record as the meter posts it (DESIGN23's contract)."""
+    start = f"2026-{month:02d}-{day:02d}T{hour:02d}:00:00Z"
+    end_hour = (hour + 1) % 24
+    end_day, end_month = (day, month) if end_hour else (day + 1, month)
+    if month == 11 and end_day == 31:
+        end_day, end_month = 1, 12
+    end = f"2026-{end_month:02d}-{end_day:02d}T{end_hour:02d}:00:00Z"
+    return {"window_start": start, "window_end": end, "service": "api", "client": client,
+            "requests": requests, "cpu_seconds": cpu}  # fmt: skip
+
+
+def expected(records: list[dict[str, Any]]) -> Totals:
+    out: dict[tuple[str, str], tuple[int, float]] = {}
+    for r in records:
+        n, cpu = out.get((r["window_start"], r["client"]), (0, 0.0))
+        out[(r["window_start"], r["client"])] = (n + r["requests"], cpu + r["cpu_seconds"])
+    return out
+
+
+def traffic(day: int, batches: int, hours: int = 3) -> list[list[dict[str, Any]]]:
+    """``batches`` flushes of three clients (one of them the empty client) over ``hours``."""
+    return [
+        [cell(day, (b + h) % hours, c, 1 + b + h, (1 + b % 7) / 64) for h in range(2)
+         for c in ("client-a", "client-b", "")]
+        for b in range(batches)
+    ]  # fmt: skip
+
+
+def delivery(url: str, token: str, spool: Path) -> Delivery:
+    return Delivery(url, token, spool, timeout=30.0, max_backoff=0.05)
+
+
+def deliver_all(meter: Delivery, seconds: float = 60.0) -> None:
+    """deliver() until the spool is empty (through the meter's own backoff)."""
+    deadline = time.monotonic() + seconds
+    while not meter.deliver():
+        assert time.monotonic() < deadline, "the spool was not delivered in time"
+        time.sleep(0.02)
+
+
+def spooled(spool: Path) -> list[Path]:
+    return sorted(spool.glob("*.json"))
+
+
+def keys(spool: Path) -> list[str]:
+    return [json.loads(p.read_text())["key"] for p in spooled(spool)]
+
+
+def test_batches_are_spooled_then_delivered_in_order_with_exact_totals(
+    served: Served, proxy: DroppingProxy, tmp_path: Path
+) -> None:
+    meter = delivery(proxy.url, served.token, tmp_path)
+    sent = traffic(8, 4)
+    for batch in sent:
+        meter.submit(batch)
+    order = keys(tmp_path)
+    assert len(order) == 4 and len(set(order)) == 4 and proxy.forwarded == []  # no POST yet
+    first = json.loads(spooled(tmp_path)[0].read_text())
+    assert first["body"] == {"mode": "sum", "records": sent[0]}
+    assert meter.deliver() is True
+    assert [f.key for f in proxy.forwarded] == order  # oldest first, each once
+    assert {f.status for f in proxy.forwarded} == {200}
+    assert spooled(tmp_path) == [] and list(tmp_path.glob("*.tmp")) == []
+    assert served.totals(8) == expected([r for b in sent for r in b])
+    assert served.token not in served.service.log_text()
+
+
+def test_usage_submitted_while_the_server_is_down_arrives_when_it_is_back(
+    served: Served, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    down = DroppingProxy(served.service.url, free_port())  # not listening yet: refused
+    meter = delivery(down.url, served.token, tmp_path)
+    sent = traffic(2, 3)
+    with caplog.at_level(logging.WARNING, logger="tenantcost_meter"):
+        for batch in sent:
+            meter.submit(batch)
+            assert meter.deliver() is False
+            time.sleep(0.06)
+    assert len(spooled(tmp_path)) == 3 and served.totals(2) == {}
+    assert "Connection refused" in caplog.text and served.token not in caplog.text
+    down.start()
+    try:
+        deliver_all(meter)
+    finally:
+        down.stop()
+    assert served.totals(2) == expected([r for b in sent for r in b])
+
+
+def test_an_answer_lost_after_the_commit_is_replayed_not_added(
+    served: Served, proxy: DroppingProxy, tmp_path: Path
+) -> None:
+    meter = delivery(proxy.url, served.token, tmp_path)
+    sent = traffic(3, 2)
+    for batch in sent:
+        meter.submit(batch)
+    proxy.drop_answers = 1
+    assert meter.deliver() is False  # the first answer is lost: stop, back off
+    assert len(spooled(tmp_path)) == 2
+    deliver_all(meter)
+    first, retry, second = proxy.forwarded
+    assert first.dropped and first.status == 200 and not first.replayed
+    assert retry.key == first.key and retry.status == 200 and retry.replayed
+    assert second.key != first.key and not second.replayed
+    assert served.totals(3) == expected([r for b in sent for r in b])
+
+
+def _python(code: str, spool: Path, url: str, token: str) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, SPOOL=str(spool), URL=url, METER_TOKEN=token)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(METER), env.get("PYTHONPATH")]))
+    return subprocess.Popen([sys.executable, "-c", code], env=env)
+
+
+SUBMIT_THEN_SIGKILL = """
+import json, os, signal
+from tenantcost_meter._delivery import Delivery
+meter = Delivery(os.environ["URL"], os.environ["METER_TOKEN"], os.environ["SPOOL"])
+with open(os.environ["SPOOL"] + ".in") as batches:
+    sent = json.load(batches)
+for batch in sent:
+    meter.submit(batch)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+DELIVER = """
+import os, time
+from tenantcost_meter._delivery import Delivery
+meter = Delivery(os.environ["URL"], os.environ["METER_TOKEN"], os.environ["SPOOL"],
+                 max_backoff=0.05)
+deadline = time.monotonic() + 60
+while not meter.deliver():
+    assert time.monotonic() < deadline
+    time.sleep(0.01)
+"""
+
+
+def test_a_new_process_delivers_the_spool_of_a_killed_one(
+    served: Served, tmp_path: Path
+) -> None:
+    spool, sent = tmp_path / "spool", traffic(4, 3)
+    Path(f"{spool}.in").write_text(json.dumps(sent))
+    dead = "http://127.0.0.1:9"  # nothing listens: had it posted, it would have failed
+    killed = _python(SUBMIT_THEN_SIGKILL, spool, dead, served.token)
+    assert killed.wait(timeout=60) == -signal.SIGKILL
+    assert len(spooled(spool)) == 3
+    assert _python(DELIVER, spool, served.service.url, served.token).wait(timeout=90) == 0
+    assert spooled(spool) == []
+    assert served.totals(4) == expected([r for b in sent for r in b])
+
+
+def test_two_processes_sharing_a_spool_post_each_batch_once(
+    served: Served, proxy: DroppingProxy, tmp_path: Path
+) -> None:
+    sent = traffic(5, 24)
+    meter = delivery(proxy.url, served.token, tmp_path)
+    for batch in sent:
+        meter.submit(batch)
+    order = keys(tmp_path)
+    workers = [_python(DELIVER, tmp_path, proxy.url, served.token) for _ in range(2)]
+    assert [w.wait(timeout=120) for w in workers] == [0, 0]
+    posted = [f.key for f in proxy.forwarded]
+    assert sorted(posted) == sorted(order)  # every batch posted exactly once
+    assert not any(f.replayed for f in proxy.forwarded) and spooled(tmp_path) == []
+    assert served.totals(5) == expected([r for b in sent for r in b])
+
+
+def test_refused_batches_go_to_rejected_with_the_reason_and_are_not_retried(
+    served: Served, proxy: DroppingProxy, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    meter = delivery(proxy.url, served.token, tmp_path)
+    closed = [cell(12, 10, "client-a", 5, 0.5, month=11)]
+    invalid = [cell(6, 1, "client-a", 5, 0.5) | {"cpu_seconds": "lots"}]
+    good = [cell(6, 2, "client-b", 7, 0.25)]
+    for batch in (closed, invalid, good):
+        meter.submit(batch)
+    names = [p.name for p in spooled(tmp_path)]
+    with caplog.at_level(logging.WARNING, logger="tenantcost_meter"):
+        assert meter.deliver() is True
+    assert [f.status for f in proxy.forwarded] == [409, 422, 200]  # in order, refusals skipped
+    rejected = tmp_path / "rejected"
+    assert sorted(p.name for p in rejected.glob("*.json")) == names[:2]
+    reasons = [(rejected / n).with_suffix(".reason").read_text() for n in names[:2]]
+    assert reasons[0].startswith("HTTP 409: ") and "closed" in reasons[0]
+    assert reasons[1].startswith("HTTP 422: ") and "records[0].cpu_seconds" in reasons[1]
+    for reason in reasons:
+        assert reason.strip().removeprefix("HTTP 409: ").removeprefix("HTTP 422: ") in caplog.text
+    assert served.token not in caplog.text
+    assert meter.deliver() is True and len(proxy.forwarded) == 3  # not retried
+    assert served.totals(6) == expected(good)
+
+
+def test_a_batch_across_two_months_is_two_batches_and_a_closed_month_refuses_its_part_only(
+    served: Served, tmp_path: Path
+) -> None:
+    meter = delivery(served.service.url, served.token, tmp_path)
+    november = [cell(30, 23, c, 3, 0.125, month=11) for c in ("client-a", "client-b")]
+    december = [cell(1, 0, c, 4, 0.375) for c in ("client-a", "client-b")]
+    meter.submit([november[0], december[0], november[1], december[1]])
+    batches = [json.loads(p.read_text())["body"]["records"] for p in spooled(tmp_path)]
+    assert batches == [november, december]  # November first, each month's records in order
+    assert meter.deliver() is True
+    assert [json.loads(p.read_text())["body"]["records"]
+            for p in (tmp_path / "rejected").glob("*.json")] == [november]  # fmt: skip
+    assert served.totals(1) == expected(december)
