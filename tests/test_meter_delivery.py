@@ -59,9 +59,13 @@ class Served:
     def totals(self, day: int) -> Totals:
         """Stored (window_start, client) -> (requests, cpu_seconds) of one day of December
         (every service the meter posts is ``api``, named by the example's rules)."""
-        period = Period(pd.Timestamp(f"2026-12-{day:02d}", tz="UTC"),
-                        pd.Timestamp(f"2026-12-{day:02d}", tz="UTC") + pd.Timedelta(days=1))
-        store = Store(open_engine(resolve_settings(db=self.db, environ={})), DataDir(str(self.data)))
+        period = Period(
+            pd.Timestamp(f"2026-12-{day:02d}", tz="UTC"),
+            pd.Timestamp(f"2026-12-{day:02d}", tz="UTC") + pd.Timedelta(days=1),
+        )
+        store = Store(
+            open_engine(resolve_settings(db=self.db, environ={})), DataDir(str(self.data))
+        )
         con = connect()
         try:
             source = stored_usage(store, period, con)
@@ -231,9 +235,7 @@ while not meter.deliver():
 """
 
 
-def test_a_new_process_delivers_the_spool_of_a_killed_one(
-    served: Served, tmp_path: Path
-) -> None:
+def test_a_new_process_delivers_the_spool_of_a_killed_one(served: Served, tmp_path: Path) -> None:
     spool, sent = tmp_path / "spool", traffic(4, 3)
     Path(f"{spool}.in").write_text(json.dumps(sent))
     dead = "http://127.0.0.1:9"  # nothing listens: had it posted, it would have failed
@@ -299,3 +301,72 @@ def test_a_batch_across_two_months_is_two_batches_and_a_closed_month_refuses_its
     assert [json.loads(p.read_text())["body"]["records"]
             for p in (tmp_path / "rejected").glob("*.json")] == [november]  # fmt: skip
     assert served.totals(1) == expected(december)
+
+
+HOLD_LOCK = """
+import fcntl, os, sys
+handle = open(sys.argv[1], "rb")
+fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_file_another_process_holds_is_skipped_and_delivered_once_released(
+    served: Served, proxy: DroppingProxy, tmp_path: Path
+) -> None:
+    meter = delivery(proxy.url, served.token, tmp_path)
+    sent = traffic(9, 2)
+    for batch in sent:
+        meter.submit(batch)
+    held, _later = spooled(tmp_path)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(held)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+        assert meter.deliver() is False  # not empty: one file is another process's
+        assert spooled(tmp_path) == [held] and served.totals(9) == expected(sent[1])
+    finally:
+        holder.communicate(b"", timeout=30)
+    assert meter.deliver() is True
+    assert served.totals(9) == expected(sent[0] + sent[1]) and len(proxy.forwarded) == 2
+
+
+def test_a_refused_token_keeps_the_batches_for_a_valid_one(
+    served: Served, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """401 says the token is wrong, not the batch: nothing goes to rejected/."""
+    wrong = "tc_not-a-token-0123456789"
+    sent = traffic(10, 2)
+    stale = delivery(served.service.url, wrong, tmp_path)
+    for batch in sent:
+        stale.submit(batch)
+    with caplog.at_level(logging.WARNING, logger="tenantcost_meter"):
+        assert stale.deliver() is False
+    assert "HTTP 401" in caplog.text and wrong not in caplog.text and wrong not in repr(stale)
+    assert len(spooled(tmp_path)) == 2 and list((tmp_path / "rejected").iterdir()) == []
+    deliver_all(delivery(served.service.url, served.token, tmp_path))
+    assert served.totals(10) == expected(sent[0] + sent[1])
+
+
+def test_backoff_spool_leftovers_and_a_damaged_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No server needed: nothing listens on port 9."""
+    stale, young = tmp_path / "0-stale.json.tmp", tmp_path / "1-young.json.tmp"
+    for leftover in (stale, young):
+        leftover.write_text('{"key": "half-writ')
+    os.utime(stale, (time.time() - 7200, time.time() - 7200))
+    (tmp_path / "00000000000000000001-0000000001-00000001.json").write_text("not json")
+    meter = Delivery("http://127.0.0.1:9", "tc_x", tmp_path, max_backoff=300.0)
+    with caplog.at_level(logging.WARNING, logger="tenantcost_meter"):
+        assert meter.deliver() is True  # the damaged file is set aside, never posted
+        assert not stale.exists() and young.exists()
+        reason = next((tmp_path / "rejected").glob("*.reason")).read_text()
+        assert reason.startswith("spool file not a spooled batch")
+        meter.submit(traffic(11, 1)[0])
+        assert [meter.deliver() for _ in range(5)] == [False] * 5
+        assert caplog.text.count("Connection refused") == 1  # within the backoff: no attempt
+        meter.close(timeout=2.0)  # one more attempt at close, the batch stays spooled
+        assert caplog.text.count("Connection refused") == 2
+    assert len(spooled(tmp_path)) == 1

@@ -114,9 +114,13 @@ class Delivery:
 
     def submit(self, records: list[dict[str, Any]]) -> None:
         """Spool ``records`` as batches of one calendar month each (fsync'd, a fresh
-        Idempotency-Key each) before any POST. Does not post."""
-        for batch in month_batches(records):
-            self._spool.write(uuid.uuid4().hex, {"mode": "sum", "records": batch})
+        Idempotency-Key each) before any POST. Does not post.
+
+        All the batches or none become visible: an OSError (disk full, spool folder not
+        writable) reaches the caller with nothing spooled, so the caller, which still holds
+        the records, may submit them again without counting any twice."""
+        batches = month_batches(records)
+        self._spool.write([(uuid.uuid4().hex, {"mode": "sum", "records": b}) for b in batches])
 
     def deliver(self, deadline: float | None = None) -> bool:
         """Post every spooled batch in order; True when the spool is empty.
@@ -141,6 +145,9 @@ class Delivery:
             return False
         try:
             return self._deliver_pending(deadline)
+        except OSError as exc:  # the spool folder itself failed (removed, disk full, EIO)
+            self._back_off(Answer(Outcome.TRANSIENT, f"spool {self._spool.folder}: {exc}"))
+            return False
         finally:
             self._delivering.release()
 
@@ -166,7 +173,7 @@ class Delivery:
             else self._post(batch, deadline)
         )
         if answer.outcome is Outcome.STORED:
-            batch.path.unlink()
+            batch.path.unlink(missing_ok=True)
             self._failures = 0
             return True
         if answer.outcome is Outcome.REFUSED:
