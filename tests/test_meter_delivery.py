@@ -206,10 +206,14 @@ def test_an_answer_lost_after_the_commit_is_replayed_not_added(
     assert served.totals(3) == expected([r for b in sent for r in b])
 
 
-def _python(code: str, spool: Path, url: str, token: str) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, SPOOL=str(spool), URL=url, METER_TOKEN=token)
+def _python(
+    code: str, spool: Path, url: str, token: str, go: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """``code`` in a new Python process (the token in its environment, not its arguments);
+    with ``go``, a DELIVER process waits for that file to exist before it starts."""
+    env = dict(os.environ, SPOOL=str(spool), URL=url, METER_TOKEN=token, GO=str(go or ""))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(METER), env.get("PYTHONPATH")]))
-    return subprocess.Popen([sys.executable, "-c", code], env=env)
+    return subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE)
 
 
 SUBMIT_THEN_SIGKILL = """
@@ -224,8 +228,11 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 
 DELIVER = """
-import os, time
+import logging, os, time
 from tenantcost_meter._delivery import Delivery
+logging.basicConfig(level=logging.DEBUG, format="%(message)s")
+while os.environ.get("GO") and not os.path.exists(os.environ["GO"]):
+    time.sleep(0.005)
 meter = Delivery(os.environ["URL"], os.environ["METER_TOKEN"], os.environ["SPOOL"],
                  max_backoff=0.05)
 deadline = time.monotonic() + 60
@@ -240,9 +247,11 @@ def test_a_new_process_delivers_the_spool_of_a_killed_one(served: Served, tmp_pa
     Path(f"{spool}.in").write_text(json.dumps(sent))
     dead = "http://127.0.0.1:9"  # nothing listens: had it posted, it would have failed
     killed = _python(SUBMIT_THEN_SIGKILL, spool, dead, served.token)
-    assert killed.wait(timeout=60) == -signal.SIGKILL
+    killed.communicate(timeout=60)
+    assert killed.returncode == -signal.SIGKILL
     assert len(spooled(spool)) == 3
-    assert _python(DELIVER, spool, served.service.url, served.token).wait(timeout=90) == 0
+    again = _python(DELIVER, spool, served.service.url, served.token)
+    assert again.communicate(timeout=90) and again.returncode == 0
     assert spooled(spool) == []
     assert served.totals(4) == expected([r for b in sent for r in b])
 
@@ -255,8 +264,14 @@ def test_two_processes_sharing_a_spool_post_each_batch_once(
     for batch in sent:
         meter.submit(batch)
     order = keys(tmp_path)
-    workers = [_python(DELIVER, tmp_path, proxy.url, served.token) for _ in range(2)]
-    assert [w.wait(timeout=120) for w in workers] == [0, 0]
+    go = tmp_path / "go"
+    workers = [_python(DELIVER, tmp_path, proxy.url, served.token, go) for _ in range(2)]
+    time.sleep(0.5)  # both imported and waiting
+    go.touch()
+    logs = [w.communicate(timeout=120)[1].decode() for w in workers]
+    assert [w.returncode for w in workers] == [0, 0], logs
+    assert all(log.count("delivered (HTTP 200)") >= 1 for log in logs), logs  # both took part
+    assert sum(log.count("delivered (HTTP 200)") for log in logs) == len(order)
     posted = [f.key for f in proxy.forwarded]
     assert sorted(posted) == sorted(order)  # every batch posted exactly once
     assert not any(f.replayed for f in proxy.forwarded) and spooled(tmp_path) == []

@@ -175,6 +175,7 @@ class Delivery:
         if answer.outcome is Outcome.STORED:
             batch.path.unlink(missing_ok=True)
             self._failures = 0
+            log.debug("usage batch %s delivered (%s)", batch.path.name, answer.reason)
             return True
         if answer.outcome is Outcome.REFUSED:
             target = self._spool.reject(batch.path, answer.reason)
@@ -210,7 +211,8 @@ class Delivery:
         try:
             with _OPENER.open(request, timeout=timeout) as response:
                 response.read()
-                return Answer(Outcome.STORED, f"HTTP {response.status}")
+                replayed = response.headers.get("Idempotent-Replayed") == "true"
+                return Answer(Outcome.STORED, f"HTTP {response.status}" + replayed * ", replayed")
         except urllib.error.HTTPError as exc:
             return _classify(exc)
         except (OSError, http.client.HTTPException) as exc:  # URLError, reset, timeout
