@@ -18,8 +18,10 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -259,7 +261,7 @@ def test_a_new_process_delivers_the_spool_of_a_killed_one(served: Served, tmp_pa
 def test_two_processes_sharing_a_spool_post_each_batch_once(
     served: Served, proxy: DroppingProxy, tmp_path: Path
 ) -> None:
-    sent = traffic(5, 24)
+    sent = traffic(5, 12)
     meter = delivery(proxy.url, served.token, tmp_path)
     for batch in sent:
         meter.submit(batch)
@@ -384,4 +386,46 @@ def test_backoff_spool_leftovers_and_a_damaged_file(
         assert caplog.text.count("Connection refused") == 1  # within the backoff: no attempt
         meter.close(timeout=2.0)  # one more attempt at close, the batch stays spooled
         assert caplog.text.count("Connection refused") == 2
+        fresh = Delivery("http://127.0.0.1:9", "tc_x", tmp_path)
+        assert fresh.deliver(deadline=time.monotonic() - 1) is False  # past: no attempt
+        assert caplog.text.count("Connection refused") == 2
     assert len(spooled(tmp_path)) == 1
+
+
+def test_a_server_that_never_answers_is_a_timeout_and_the_batch_stays(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with socket.socket() as mute:  # the kernel accepts the connection; nobody answers
+        mute.bind(("127.0.0.1", 0))
+        mute.listen(8)
+        url = f"http://127.0.0.1:{mute.getsockname()[1]}"
+        meter = Delivery(url, "tc_x", tmp_path, timeout=0.3)
+        meter.submit(traffic(11, 1)[0])
+        with caplog.at_level(logging.WARNING, logger="tenantcost_meter"):
+            started = time.monotonic()
+            assert meter.deliver() is False
+        assert time.monotonic() - started < 5 and "timed out" in caplog.text
+    assert len(spooled(tmp_path)) == 1
+
+
+def test_submits_from_one_thread_while_another_delivers(served: Served, tmp_path: Path) -> None:
+    """The meter's flusher delivers while request threads' cells are submitted."""
+    meter = delivery(served.service.url, served.token, tmp_path)
+    sent = traffic(12, 10)
+    stop = threading.Event()
+
+    def keep_delivering() -> None:
+        while not stop.is_set():
+            meter.deliver()
+
+    flusher = threading.Thread(target=keep_delivering)
+    flusher.start()
+    try:
+        for batch in sent:
+            meter.submit(batch)
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        flusher.join(timeout=60)
+    deliver_all(meter)
+    assert served.totals(12) == expected([r for b in sent for r in b])
