@@ -31,19 +31,20 @@ exception message. Log lines go to the ``tenantcost_meter`` logger (stdlib :mod:
 
 from __future__ import annotations
 
-import http.client
 import json
 import logging
 import os
 import random
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported when the first batch is posted: `import tenantcost_meter` stays fast
+    import urllib.error
+    import urllib.request
 
 from tenantcost_meter._spool import Spool, Spooled, taken
 
@@ -194,6 +195,10 @@ class Delivery:
                     self._endpoint, answer.reason, delay)  # fmt: skip
 
     def _post(self, batch: Spooled, deadline: float | None) -> Answer:
+        import http.client
+        import urllib.error
+        import urllib.request
+
         timeout = self._timeout
         if deadline is not None:
             timeout = max(0.1, min(timeout, deadline - time.monotonic()))
@@ -209,7 +214,7 @@ class Delivery:
             },
         )
         try:
-            with _OPENER.open(request, timeout=timeout) as response:
+            with _opener().open(request, timeout=timeout) as response:
                 response.read()
                 replayed = response.headers.get("Idempotent-Replayed") == "true"
                 return Answer(Outcome.STORED, f"HTTP {response.status}" + replayed * ", replayed")
@@ -219,19 +224,28 @@ class Delivery:
             return Answer(Outcome.TRANSIENT, _network_reason(exc))
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """A redirect is not followed: urllib would resend the token to wherever it points, and
-    turn the POST into a GET. It surfaces as an HTTPError (3xx: transient, fix the url)."""
-
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
+_OPENERS: list[urllib.request.OpenerDirector] = []
 
 
-_OPENER = urllib.request.build_opener(_NoRedirect())
+def _opener() -> urllib.request.OpenerDirector:
+    """urllib's opener, except that a redirect is not followed: urllib would resend the token
+    to wherever it points, and turn the POST into a GET. A 3xx surfaces as an HTTPError
+    (transient: fix the url)."""
+    import urllib.request
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    if not _OPENERS:
+        _OPENERS.append(urllib.request.build_opener(NoRedirect()))
+    return _OPENERS[0]
 
 
 def _classify(exc: urllib.error.HTTPError) -> Answer:
     """The answer of an HTTP error status, with the server's ``detail`` as the reason."""
+    import http.client
+
     try:
         raw = exc.read()
     except (OSError, http.client.HTTPException):
