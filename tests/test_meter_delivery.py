@@ -392,19 +392,33 @@ def test_backoff_spool_leftovers_and_a_damaged_file(
     assert len(spooled(tmp_path)) == 1
 
 
-def test_a_server_that_never_answers_is_a_timeout_and_the_batch_stays(
+def test_a_server_that_never_answers_is_a_timeout_and_a_flush_from_a_signal_handler_returns(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     with socket.socket() as mute:  # the kernel accepts the connection; nobody answers
         mute.bind(("127.0.0.1", 0))
         mute.listen(8)
         url = f"http://127.0.0.1:{mute.getsockname()[1]}"
-        meter = Delivery(url, "tc_x", tmp_path, timeout=0.3)
+        meter = Delivery(url, "tc_x", tmp_path, timeout=0.5)
         meter.submit(traffic(11, 1)[0])
-        with caplog.at_level(logging.WARNING, logger="tenantcost_meter"):
+        inner: list[tuple[bool, float]] = []
+
+        def flush_on_signal(signum: int, frame: Any) -> None:  # as a SIGTERM handler would
             started = time.monotonic()
-            assert meter.deliver() is False
+            inner.append((meter.deliver(), time.monotonic() - started))
+            meter.close(timeout=30.0)
+
+        previous = signal.signal(signal.SIGALRM, flush_on_signal)
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0.1)  # while the POST waits for its answer
+            with caplog.at_level(logging.WARNING, logger="tenantcost_meter"):
+                started = time.monotonic()
+                assert meter.deliver() is False
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
         assert time.monotonic() - started < 5 and "timed out" in caplog.text
+        assert len(inner) == 1 and inner[0][0] is False and inner[0][1] < 0.1  # no deadlock
     assert len(spooled(tmp_path)) == 1
 
 
@@ -417,6 +431,7 @@ def test_submits_from_one_thread_while_another_delivers(served: Served, tmp_path
     def keep_delivering() -> None:
         while not stop.is_set():
             meter.deliver()
+            time.sleep(0.01)
 
     flusher = threading.Thread(target=keep_delivering)
     flusher.start()

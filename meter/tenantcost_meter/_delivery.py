@@ -101,12 +101,15 @@ class Delivery:
         timeout: float = 10.0,
         max_backoff: float = 300.0,
     ) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"url: expected http://... or https://..., got {url!r}")
         self._endpoint = url.rstrip("/") + PATH
         self._token = token
         self._spool = Spool(spool_dir)
         self._timeout = timeout
         self._max_backoff = max_backoff
         self._delivering = threading.Lock()
+        self._delivering_thread: int | None = None
         self._failures = 0
         self._retry_at = 0.0  # time.monotonic() before which deliver() does not try
 
@@ -141,15 +144,22 @@ class Delivery:
         self._deliver(time.monotonic() + timeout)
 
     def _deliver(self, deadline: float | None) -> bool:
+        """One delivery at a time: another thread's call waits for it (until ``deadline``); a
+        call from the delivering thread itself (a SIGTERM handler that flushes while this
+        thread is posting) returns False at once instead of deadlocking."""
+        if self._delivering_thread == threading.get_ident():
+            return False
         wait = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
         if not self._delivering.acquire(timeout=wait):
             return False
+        self._delivering_thread = threading.get_ident()
         try:
             return self._deliver_pending(deadline)
         except OSError as exc:  # the spool folder itself failed (removed, disk full, EIO)
             self._back_off(Answer(Outcome.TRANSIENT, f"spool {self._spool.folder}: {exc}"))
             return False
         finally:
+            self._delivering_thread = None
             self._delivering.release()
 
     def _deliver_pending(self, deadline: float | None) -> bool:
