@@ -444,3 +444,31 @@ def test_submits_from_one_thread_while_another_delivers(served: Served, tmp_path
         flusher.join(timeout=60)
     deliver_all(meter)
     assert served.totals(12) == expected([r for b in sent for r in b])
+
+
+def test_big_flushes_are_cut_and_a_failed_submit_spools_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flush over MAX_BATCH_RECORDS is several batches; a write failing midway (a full
+    disk) leaves no batch visible, so submitting the same records again counts none twice."""
+    from tenantcost_meter import _delivery, _spool
+
+    records = [cell(1, h % 24, f"client-{n}", 1, 0.0) for n, h in enumerate(range(25_001))]
+    assert [len(b) for b in _delivery.month_batches(records)] == [10_000, 10_000, 5_001]
+    meter = Delivery("http://127.0.0.1:9", "tc_x", tmp_path)
+    real, calls = _spool._write_synced, []
+
+    def disk_full_at_the_second(path: Path, text: str) -> Path:
+        calls.append(path)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return real(path, text)
+
+    monkeypatch.setattr(_spool, "_write_synced", disk_full_at_the_second)
+    with pytest.raises(OSError, match="No space left"):
+        meter.submit(records)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rejected"]
+    monkeypatch.setattr(_spool, "_write_synced", real)
+    meter.submit(records)
+    bodies = [json.loads(p.read_text())["body"]["records"] for p in spooled(tmp_path)]
+    assert [r for b in bodies for r in b] == records
