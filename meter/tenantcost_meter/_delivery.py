@@ -31,19 +31,20 @@ exception message. Log lines go to the ``tenantcost_meter`` logger (stdlib :mod:
 
 from __future__ import annotations
 
-import http.client
 import json
 import logging
 import os
 import random
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported when the first batch is posted: `import tenantcost_meter` stays fast
+    import urllib.error
+    import urllib.request
 
 from tenantcost_meter._spool import Spool, Spooled, taken
 
@@ -100,12 +101,15 @@ class Delivery:
         timeout: float = 10.0,
         max_backoff: float = 300.0,
     ) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"url: expected http://... or https://..., got {url!r}")
         self._endpoint = url.rstrip("/") + PATH
         self._token = token
         self._spool = Spool(spool_dir)
         self._timeout = timeout
         self._max_backoff = max_backoff
         self._delivering = threading.Lock()
+        self._delivering_thread: int | None = None
         self._failures = 0
         self._retry_at = 0.0  # time.monotonic() before which deliver() does not try
 
@@ -114,9 +118,13 @@ class Delivery:
 
     def submit(self, records: list[dict[str, Any]]) -> None:
         """Spool ``records`` as batches of one calendar month each (fsync'd, a fresh
-        Idempotency-Key each) before any POST. Does not post."""
-        for batch in month_batches(records):
-            self._spool.write(uuid.uuid4().hex, {"mode": "sum", "records": batch})
+        Idempotency-Key each) before any POST. Does not post.
+
+        All the batches or none become visible: an OSError (disk full, spool folder not
+        writable) reaches the caller with nothing spooled, so the caller, which still holds
+        the records, may submit them again without counting any twice."""
+        batches = month_batches(records)
+        self._spool.write([(uuid.uuid4().hex, {"mode": "sum", "records": b}) for b in batches])
 
     def deliver(self, deadline: float | None = None) -> bool:
         """Post every spooled batch in order; True when the spool is empty.
@@ -136,12 +144,22 @@ class Delivery:
         self._deliver(time.monotonic() + timeout)
 
     def _deliver(self, deadline: float | None) -> bool:
+        """One delivery at a time: another thread's call waits for it (until ``deadline``); a
+        call from the delivering thread itself (a SIGTERM handler that flushes while this
+        thread is posting) returns False at once instead of deadlocking."""
+        if self._delivering_thread == threading.get_ident():
+            return False
         wait = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
         if not self._delivering.acquire(timeout=wait):
             return False
+        self._delivering_thread = threading.get_ident()
         try:
             return self._deliver_pending(deadline)
+        except OSError as exc:  # the spool folder itself failed (removed, disk full, EIO)
+            self._back_off(Answer(Outcome.TRANSIENT, f"spool {self._spool.folder}: {exc}"))
+            return False
         finally:
+            self._delivering_thread = None
             self._delivering.release()
 
     def _deliver_pending(self, deadline: float | None) -> bool:
@@ -166,8 +184,9 @@ class Delivery:
             else self._post(batch, deadline)
         )
         if answer.outcome is Outcome.STORED:
-            batch.path.unlink()
+            batch.path.unlink(missing_ok=True)
             self._failures = 0
+            log.debug("usage batch %s delivered (%s)", batch.path.name, answer.reason)
             return True
         if answer.outcome is Outcome.REFUSED:
             target = self._spool.reject(batch.path, answer.reason)
@@ -186,6 +205,10 @@ class Delivery:
                     self._endpoint, answer.reason, delay)  # fmt: skip
 
     def _post(self, batch: Spooled, deadline: float | None) -> Answer:
+        import http.client
+        import urllib.error
+        import urllib.request
+
         timeout = self._timeout
         if deadline is not None:
             timeout = max(0.1, min(timeout, deadline - time.monotonic()))
@@ -201,28 +224,38 @@ class Delivery:
             },
         )
         try:
-            with _OPENER.open(request, timeout=timeout) as response:
+            with _opener().open(request, timeout=timeout) as response:
                 response.read()
-                return Answer(Outcome.STORED, f"HTTP {response.status}")
+                replayed = response.headers.get("Idempotent-Replayed") == "true"
+                return Answer(Outcome.STORED, f"HTTP {response.status}" + replayed * ", replayed")
         except urllib.error.HTTPError as exc:
             return _classify(exc)
         except (OSError, http.client.HTTPException) as exc:  # URLError, reset, timeout
             return Answer(Outcome.TRANSIENT, _network_reason(exc))
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """A redirect is not followed: urllib would resend the token to wherever it points, and
-    turn the POST into a GET. It surfaces as an HTTPError (3xx: transient, fix the url)."""
-
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
+_OPENERS: list[urllib.request.OpenerDirector] = []
 
 
-_OPENER = urllib.request.build_opener(_NoRedirect())
+def _opener() -> urllib.request.OpenerDirector:
+    """urllib's opener, except that a redirect is not followed: urllib would resend the token
+    to wherever it points, and turn the POST into a GET. A 3xx surfaces as an HTTPError
+    (transient: fix the url)."""
+    import urllib.request
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    if not _OPENERS:
+        _OPENERS.append(urllib.request.build_opener(NoRedirect()))
+    return _OPENERS[0]
 
 
 def _classify(exc: urllib.error.HTTPError) -> Answer:
     """The answer of an HTTP error status, with the server's ``detail`` as the reason."""
+    import http.client
+
     try:
         raw = exc.read()
     except (OSError, http.client.HTTPException):

@@ -69,11 +69,25 @@ class Spool:
             self._seq += 1
             return f"{self._last_ns:020d}-{os.getpid():010d}-{self._seq:08d}{SUFFIX}"
 
-    def write(self, key: str, body: dict[str, Any]) -> Path:
-        """Spool one batch durably; its path once it is visible, whole, to every reader."""
-        path = self.folder / self._next_name()
-        _write_atomically(path, json.dumps({"key": key, "body": body}, separators=(",", ":")))
-        return path
+    def write(self, batches: list[tuple[str, dict[str, Any]]]) -> list[Path]:
+        """Spool ``(key, body)`` batches durably, all or none: every temporary file is
+        written and fsync'd before the first is renamed, so a failure (disk full) leaves no
+        batch visible and the caller may submit the same records again without counting
+        any of them twice. Their paths, once visible, whole, to every reader."""
+        done: list[tuple[Path, Path]] = []
+        try:
+            for key, body in batches:
+                path = self.folder / self._next_name()
+                text = json.dumps({"key": key, "body": body}, separators=(",", ":"))
+                done.append((_write_synced(path, text), path))
+        except BaseException:
+            for tmp, _ in done:
+                tmp.unlink(missing_ok=True)
+            raise
+        for tmp, path in done:
+            os.replace(tmp, path)
+        _fsync_folder(self.folder)
+        return [path for _, path in done]
 
     def pending(self) -> list[Path]:
         """The batch files, oldest first (stale temporary files are removed on the way)."""
@@ -144,6 +158,12 @@ def _read(fd: int, path: Path) -> Spooled:
 
 
 def _write_atomically(path: Path, text: str) -> None:
+    os.replace(_write_synced(path, text), path)
+    _fsync_folder(path.parent)
+
+
+def _write_synced(path: Path, text: str) -> Path:
+    """``text`` in ``<path>.tmp``, fsync'd (not yet renamed); that temporary path."""
     tmp = path.with_name(path.name + TMP_SUFFIX)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
@@ -151,11 +171,10 @@ def _write_atomically(path: Path, text: str) -> None:
             handle.write(text.encode("utf-8"))
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_folder(path.parent)
+    return tmp
 
 
 def _fsync_folder(folder: Path) -> None:
