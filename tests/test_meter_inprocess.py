@@ -47,8 +47,15 @@ def cells(meter: Meter) -> dict[str, dict[str, Any]]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.one_of(st.text(max_size=300), st.text(alphabet=st.characters(
-    codec=None, categories=None, min_codepoint=0, max_codepoint=0xDFFF), max_size=20)))
+@given(st.one_of(
+    st.text(max_size=40),
+    # control characters and lone surrogates
+    st.text(alphabet=st.characters(codec=None, categories=None, min_codepoint=0,
+                                   max_codepoint=0xDFFF), max_size=20),
+    # around the length limit (256 code points)
+    st.builds(lambda part, n: (part * n)[: 250 + n % 12], st.text(min_size=1, max_size=3),
+              st.integers(250, 262)),
+))  # fmt: skip
 def test_the_client_id_rule_is_the_stores(value: str) -> None:
     assert meter_problem(value) == client_id_problem(value)
 
