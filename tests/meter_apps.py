@@ -49,6 +49,8 @@ def _ms(query: str) -> float:
 async def plain(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """A bare ASGI 3 application (lifespan supported, as uvicorn expects)."""
     if scope["type"] == "lifespan":
+        if os.environ.get("TC_METER_NO_LIFESPAN"):
+            return  # no lifespan support: uvicorn sends no shutdown event
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":

@@ -5,9 +5,9 @@ once, and only from the main thread (Python allows no other). It spools and deli
 live meter's cells, then does what the previous handler would have done:
 
 * a Python handler (uvicorn's, gunicorn's...) is called: the server shuts down gracefully;
-  until the process ends, every request that completes is spooled at once (the meter is
-  "terminating"), because servers such as uvicorn end by restoring the default handler and
-  raising SIGTERM again, which skips ``atexit``;
+  until the process ends, every request that completes is spooled and delivered at once
+  (the meter is "terminating"), because servers such as uvicorn end by restoring the default
+  handler and raising SIGTERM again, which skips ``atexit``;
 * SIG_IGN: nothing more (the signal stays ignored);
 * SIG_DFL (or a handler Python cannot call): the default handler is restored and the signal
   sent again, so the process dies of SIGTERM as it would have without the meter.

@@ -133,8 +133,9 @@ class Meter:
         """A measurement, in the cell of the hour now (the hour the request completed)."""
         self._cells.add(int(time.time() // 3600), service, client, requests, cpu, nbytes)
         if self._terminating:  # the process is about to end: no more waiting for a flush
-            with self._flush_lock:
-                self._spool()
+            # (uvicorn re-raises SIGTERM once its graceful shutdown is over, which skips
+            # atexit; an app without lifespan gives no later moment to deliver)
+            self._flush_at_exit()
             _lifecycle.kill_if_pending()
 
     def _spool(self, lock_seconds: float = -1) -> bool:
