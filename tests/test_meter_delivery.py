@@ -349,10 +349,10 @@ def test_a_file_another_process_holds_is_skipped_and_delivered_once_released(
     assert served.totals(9) == expected(sent[0] + sent[1]) and len(proxy.forwarded) == 2
 
 
-def test_a_refused_token_keeps_the_batches_for_a_valid_one(
+def test_a_refused_token_or_a_wrong_url_keeps_the_batches(
     served: Served, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """401 says the token is wrong, not the batch: nothing goes to rejected/."""
+    """401 says the token is wrong, 404 the url, not the batch: nothing goes to rejected/."""
     wrong = "tc_not-a-token-0123456789"
     sent = traffic(10, 2)
     stale = delivery(served.service.url, wrong, tmp_path)
@@ -362,6 +362,11 @@ def test_a_refused_token_keeps_the_batches_for_a_valid_one(
         assert stale.deliver() is False
     assert "HTTP 401" in caplog.text and wrong not in caplog.text and wrong not in repr(stale)
     assert len(spooled(tmp_path)) == 2 and list((tmp_path / "rejected").iterdir()) == []
+    misplaced = delivery(f"{served.service.url}/not-tenantcost", served.token, tmp_path)
+    with caplog.at_level(logging.WARNING, logger="tenantcost_meter"):
+        assert misplaced.deliver() is False  # 404: the url is wrong, not the batch
+    assert "HTTP 404" in caplog.text and len(spooled(tmp_path)) == 2
+    assert list((tmp_path / "rejected").iterdir()) == []
     deliver_all(delivery(served.service.url, served.token, tmp_path))
     assert served.totals(10) == expected(sent[0] + sent[1])
 

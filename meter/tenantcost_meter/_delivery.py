@@ -12,18 +12,18 @@ The contract (issue 23: nothing lost, nothing counted twice):
 
   - **2xx**: the batch is stored (or was already: a retried key is replayed by the server,
     ``Idempotent-Replayed``, and not added again). The file is removed.
-  - **refused for good** (any other 4xx but 401, 403, 408 and 429; in practice 422 for an
+  - **refused for good** (any 4xx but 401, 403, 404, 405, 408 and 429; in practice 422 for an
     invalid batch, 409 for a closed month, 413): retrying cannot help. The file moves to
     ``rejected/`` beside a ``.reason`` file with the status and the server's ``detail``, and
     is logged at WARNING. Later batches go on.
-  - **transient** (connection refused or reset, timeout, 408, 429, 5xx, a redirect, 401 or
-    403): delivery stops there, so no later batch overtakes this one, and waits an
+  - **transient** (connection refused or reset, timeout, 408, 429, 5xx, a redirect, 401,
+    403, 404, 405): delivery stops there, so no later batch overtakes this one, and waits an
     exponential backoff with jitter (1 s, 2 s, 4 s, ... up to ``max_backoff``; at least the
-    server's ``Retry-After``). Calls within the backoff return False at once. 401/403 are
-    transient, not refusals: they say the *token* is wrong (revoked, rotated), not the batch;
-    the batches wait in the spool until a process with a valid token delivers them, under
-    their original keys (the server checks keys store-wide, so they are replayed if they
-    were stored before the rotation).
+    server's ``Retry-After``). Calls within the backoff return False at once. 401/403 and
+    404/405 are not refusals of the batch: they say the *token* (revoked, rotated) or the
+    *url* (no such endpoint there) is wrong. The batches wait in the spool until a process
+    with a valid token and url delivers them, under their original keys (the server checks
+    keys store-wide, so they are replayed if they were stored before the rotation).
 
 The token is sent as ``Authorization: Bearer ...`` and appears in no log line, file or
 exception message. Log lines go to the ``tenantcost_meter`` logger (stdlib :mod:`logging`).
@@ -54,8 +54,8 @@ PATH = "/api/v1/usage"
 MAX_BATCH_RECORDS = 10_000
 """Records per batch at most (the service refuses over ``--max-records``, 100,000 by default)."""
 FIRST_BACKOFF = 1.0
-TRANSIENT_STATUSES = frozenset({401, 403, 408, 429})
-"""4xx answers that say "later" (or "not with this token"), not "never"."""
+TRANSIENT_STATUSES = frozenset({401, 403, 404, 405, 408, 429})
+"""4xx answers that say "later", or that the token or the url is wrong, not the batch."""
 MAX_REASON = 2000
 
 

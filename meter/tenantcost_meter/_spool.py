@@ -58,7 +58,8 @@ class Spool:
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self.folder = Path(folder)
         self.rejected = self.folder / REJECTED
-        self.rejected.mkdir(parents=True, exist_ok=True)
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)  # batches name clients
+        self.rejected.mkdir(mode=0o700, exist_ok=True)
         self._names = threading.Lock()
         self._last_ns = 0
         self._seq = 0
