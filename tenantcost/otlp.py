@@ -272,15 +272,15 @@ def _clients(rows: pd.DataFrame, attribute: str) -> tuple[pd.DataFrame, tuple[st
     missing = client.isna().to_numpy()
     if missing.any():
         points = rows["point"].to_numpy()[missing]
-        notes.append(f"{len(np.unique(points))} data points had no '{attribute}' attribute: "
+        notes.append(f"data points without a '{attribute}' attribute: {len(np.unique(points))}, "
                      "counted as usage without a client")  # fmt: skip
     filled = client.where(~missing, "").astype(object)
     bad = bad_client_ids(filled).to_numpy()
     if bad.any():
         first = client_id_problem(str(filled[bad].iloc[0])) or "refused"
         points = rows["point"].to_numpy()[bad]
-        notes.append(f"{len(np.unique(points))} data points had a '{attribute}' the store "
-                     f"refuses as a client id ({first}): counted without a client")  # fmt: skip
+        notes.append(f"data points whose '{attribute}' the store refuses as a client id "
+                     f"({first}): {len(np.unique(points))}, counted without a client")  # fmt: skip
     rows = rows.assign(client=filled.where(~bad, "").astype(str))
     rows["start"] = rows["start"].astype("int64")
     rows["time"] = rows["time"].astype("int64")
@@ -318,9 +318,9 @@ def plan(rows: pd.DataFrame, state: pd.DataFrame, columns: Sequence[str]) -> Pla
     series, indexed by key (:data:`STATE_COLUMNS` but the key); ``columns`` every usage
     column of the batches (the mapped ones and the store's)."""
     ordered = rows.sort_values(["key", "time", "point"], kind="mergesort")
-    joined = ordered.join(state.add_prefix("s_"), on="key")
-    has_state = joined["s_time"].notna().to_numpy()
-    s_time = joined["s_time"].fillna(-1).to_numpy(dtype="int64")
+    joined = ordered.assign(**_kept_points(ordered["key"], state))
+    has_state = joined["s_has"].to_numpy()
+    s_time = joined["s_time"].to_numpy()
     times = joined["time"].to_numpy()
     same_key = (joined["key"] == joined["key"].shift(1)).to_numpy()
     earlier = np.where(same_key, np.roll(times, 1), -1)
@@ -342,6 +342,26 @@ def plan(rows: pd.DataFrame, state: pd.DataFrame, columns: Sequence[str]) -> Pla
     return Plan(parts, refused, len(received_points), sorted(set(rows["key"])))
 
 
+def _kept_points(keys: pd.Series, state: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Each row's series' kept point (``s_start``, ``s_time``, ``s_value``; -1 and 0 without
+    one, ``s_has`` False), by position: a join would turn the int64 nanoseconds into floats
+    wherever a series has none, and 2**53 ns is only 104 days."""
+    at = state.index.get_indexer(keys.to_numpy())
+    has = at >= 0
+    safe = np.where(has, at, 0)
+
+    def column(name: str, dtype: str, missing: float) -> np.ndarray:
+        values = state[name].to_numpy(dtype=dtype)
+        return np.where(has, values[safe] if len(values) else missing, missing).astype(dtype)
+
+    return {
+        "s_has": has,
+        "s_start": column("start", "int64", -1),
+        "s_time": column("time", "int64", -1),
+        "s_value": column("value", "float64", 0.0),
+    }
+
+
 def _increments(kept: pd.DataFrame, has_state: np.ndarray) -> np.ndarray:
     """Each kept point's increment: deltas their value; cumulative points their difference
     from the previous kept point of their series (or the stored one) with the same start,
@@ -351,9 +371,8 @@ def _increments(kept: pd.DataFrame, has_state: np.ndarray) -> np.ndarray:
     keys = kept["key"].to_numpy()
     follows = np.zeros(len(kept), dtype=bool)
     follows[1:] = keys[1:] == keys[:-1]
-    prev_value = np.where(follows, np.roll(values, 1), kept["s_value"].to_numpy(dtype="float64"))
-    prev_start = np.where(follows, np.roll(starts, 1),
-                          kept["s_start"].fillna(-1).to_numpy(dtype="int64"))  # fmt: skip
+    prev_value = np.where(follows, np.roll(values, 1), kept["s_value"].to_numpy())
+    prev_start = np.where(follows, np.roll(starts, 1), kept["s_start"].to_numpy())
     baseline = (follows | has_state) & (prev_start == starts)
     cumulative = kept["cumulative"].to_numpy(dtype=bool)
     return np.where(cumulative & baseline, values - np.nan_to_num(prev_value), values)

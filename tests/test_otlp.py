@@ -139,7 +139,7 @@ def test_clients_missing_or_refused_are_usage_without_a_client() -> None:
     request.resource_metrics.extend(hostile.resource_metrics)
     found = points(request, SETTINGS)
     assert found.rows["client"].tolist() == ["", ""] and found.refused.empty
-    assert len(found.notes) == 2 and "no 'tenant.id' attribute" in found.notes[0]
+    assert len(found.notes) == 2 and "without a 'tenant.id' attribute: 1" in found.notes[0]
     assert "refuses as a client id" in found.notes[1] and "bad\nid" not in found.notes[1]
 
 
@@ -166,9 +166,9 @@ def test_json_bodies_parse_like_protobuf() -> None:
     assert parse(text, Encoding.JSON) == parse(request.SerializeToString(), Encoding.PROTOBUF)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(
-    steps=st.lists(st.integers(min_value=0, max_value=1000), min_size=1, max_size=12),
+    steps=st.lists(st.integers(min_value=0, max_value=1000), min_size=1, max_size=8),
     cuts=st.lists(st.integers(min_value=1, max_value=4), min_size=1, max_size=12),
     retries=st.lists(st.booleans(), min_size=12, max_size=12),
 )

@@ -167,11 +167,11 @@ def _response(outcome: Any, notes: tuple[str, ...], encoding: Any) -> Response:
     rejected = rejected_points(outcome)
     refused = pd.concat(outcome.refused, ignore_index=True).drop_duplicates()
     counts = refused.groupby("reason", sort=False)["point"].nunique()
-    lines = [f"{n} data points refused: {reason}" for reason, n in counts.items()]
+    lines = [f"{_points(n)} refused: {reason}" for reason, n in counts.items()]
     if len(lines) > MAX_REASONS:
         lines = [*lines[:MAX_REASONS], f"and {len(lines) - MAX_REASONS} other reasons"]
     if outcome.received:
-        lines.append(f"{outcome.received} data points were received already: not added again")
+        lines.append(f"{_points(outcome.received)} received already: not added again")
     lines += [*notes, *outcome.warnings]
     answer = ExportMetricsServiceResponse()
     if len(rejected) or lines:
@@ -180,6 +180,10 @@ def _response(outcome: Any, notes: tuple[str, ...], encoding: Any) -> Response:
     if len(rejected):
         log.warning("POST /v1/metrics: %d data points refused: %s", len(rejected), "; ".join(lines))
     return _encoded(answer, 200, encoding)
+
+
+def _points(count: int) -> str:
+    return f"{count} data point" if count == 1 else f"{count} data points"
 
 
 def _status_response(failure: _Failure, encoding: Any) -> Response:

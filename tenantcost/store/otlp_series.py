@@ -82,9 +82,11 @@ def ingest_points(
         state = read_state(store.engine, found.rows["key"].unique().tolist())
         planned = plan(found.rows, state, columns)
         try:
-            return _store(store, planned, state, actor=actor, origin=origin, wait=wait)
+            outcome = _store(store, planned, state, actor=actor, origin=origin, wait=wait)
         except _Moved:
             continue
+        outcome.refused.insert(0, found.refused)  # what could never be usage
+        return outcome
     raise StoreLocked("the series of this export kept changing under concurrent exports")
 
 
@@ -153,14 +155,12 @@ class _StateWriter:
 
 
 def _unmoved(conn: Connection, keys: list[str], expected: pd.DataFrame) -> bool:
-    """Whether the stored points of ``keys`` are exactly the expected ones."""
-    now = read_state_in(conn, keys)
-    want = expected[expected.index.isin(keys)]
-    if len(now) != len(want):
-        return False
-    joined = want.join(now, rsuffix="_now", how="left")
-    same = [(joined[c] == joined[f"{c}_now"]).all() for c in ("start", "time", "value")]
-    return bool(all(same))
+    """Whether the stored points of ``keys`` are exactly the expected ones (compared as
+    Python ints and floats: no nanosecond is rounded away)."""
+    now = read_state_in(conn, keys).reset_index()
+    want = expected[expected.index.isin(keys)].reset_index()
+    as_set = lambda frame: set(map(tuple, frame[STATE_COLUMNS].to_numpy(dtype=object).tolist()))  # noqa: E731
+    return as_set(now) == as_set(want)
 
 
 def read_state_in(conn: Connection, keys: Sequence[str]) -> pd.DataFrame:
