@@ -147,9 +147,21 @@ def test_a_histogram_gives_its_count_and_sum_to_two_columns() -> None:
     both = OtlpSettings.model_validate({"metrics": {
         "requests": {"name": "http", "value": "count"},
         "cpu_seconds": {"name": "http", "value": "sum"}}})  # fmt: skip
-    histogram = pb.Metric(name="http", histogram=pb.Histogram(aggregation_temporality=1,
-        data_points=[pb.HistogramDataPoint(start_time_unix_nano=T0, time_unix_nano=T0 + HOUR,
-                                           count=7, sum=0.5, attributes=attrs(tenant_id="c"))]))  # fmt: skip
+    histogram = pb.Metric(
+        name="http",
+        histogram=pb.Histogram(
+            aggregation_temporality=1,
+            data_points=[
+                pb.HistogramDataPoint(
+                    start_time_unix_nano=T0,
+                    time_unix_nano=T0 + HOUR,
+                    count=7,
+                    sum=0.5,
+                    attributes=attrs(tenant_id="c"),
+                )
+            ],
+        ),
+    )
     found = points(wrap(histogram), both)
     planned = plan(found.rows, no_state(), COLUMNS)
     usage = planned.parts[0].usage

@@ -73,8 +73,12 @@ class Served:
         return httpx.post(self.endpoint, content=body, headers=headers, timeout=60)
 
     def exporter(self, **kwargs: Any) -> OTLPMetricExporter:
-        return OTLPMetricExporter(endpoint=self.endpoint, timeout=60,
-                                  headers={"Authorization": f"Bearer {self.token}"}, **kwargs)  # fmt: skip
+        return OTLPMetricExporter(
+            endpoint=self.endpoint,
+            timeout=60,
+            headers={"Authorization": f"Bearer {self.token}"},
+            **kwargs,
+        )
 
     def usage(self) -> pd.DataFrame:
         """Every usage row the OTLP batches stored (read from the store's files)."""
@@ -101,13 +105,19 @@ class Served:
         return {c: (float(r.requests), float(r.cpu_seconds)) for c, r in summed.iterrows()}
 
     def restart(self) -> Iterator[Served]:
-        with running_service(self.db, str(self.data), self.tmp / "serve2.log",
-                             args=("--settings", str(self.tmp / "settings.yaml"))) as service:  # fmt: skip
+        with running_service(
+            self.db,
+            str(self.data),
+            self.tmp / "serve2.log",
+            args=("--settings", str(self.tmp / "settings.yaml")),
+        ) as service:
             yield Served(service, self.db, self.data, self.tmp, self.token)
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def served(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
     tmp = tmp_path_factory.mktemp(f"otlp-{request.param}")
     if request.param == "sqlite":
         db = f"sqlite:///{tmp / 'store.db'}"
@@ -243,8 +253,11 @@ def test_refusals_follow_the_otlp_specification(served: Served) -> None:
                            headers={"Content-Type": "application/x-protobuf"})  # fmt: skip
     assert anonymous.status_code == 401 and Status.FromString(anonymous.content).code == 16
     manager = create_token(served.db, "account-manager", f"am-{served.tmp.name}", "client-a")
-    refused = httpx.post(served.endpoint, content=b"", headers={
-        "Authorization": f"Bearer {manager}", "Content-Type": "application/x-protobuf"})  # fmt: skip
+    refused = httpx.post(
+        served.endpoint,
+        content=b"",
+        headers={"Authorization": f"Bearer {manager}", "Content-Type": "application/x-protobuf"},
+    )
     assert refused.status_code == 403 and Status.FromString(refused.content).code == 7
     empty = served.post(b"")  # an empty export is a valid request: nothing to store
     assert empty.status_code == 200 and empty.content == b""
