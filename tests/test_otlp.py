@@ -3,10 +3,13 @@ increments of delta and cumulative series against their kept last points (issue 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
@@ -17,7 +20,9 @@ from opentelemetry.proto.metrics.v1 import metrics_pb2 as pb
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from tenantcost.config.otlp import OtlpSettings
+from tenantcost.errors import InputError
 from tenantcost.otlp import STATE_COLUMNS, Encoding, plan, points
+from tenantcost.store.settings import resolve_settings
 
 SETTINGS = OtlpSettings.model_validate({"metrics": {
     "requests": {"name": "http.server.request.duration", "value": "count"},
@@ -201,3 +206,35 @@ def test_a_cumulative_series_adds_its_last_value_however_it_is_exported(
             added += total(planned)
         start += cut
     assert added == values[-1]
+
+
+@pytest.mark.parametrize(
+    ("section", "expected"),
+    [
+        ({"metrics": {"requests": {"name": "x", "value": "counts"}}},
+         "otlp.metrics.requests.value: Input should be 'count' or 'sum'"),
+        ({"metrics": {"requests": {"name": "x"}}}, "otlp.metrics.requests.value: Field required"),
+        ({"metrics": {"client": {"name": "x", "value": "sum"}}},
+         "otlp.metrics: Value error, 'client' cannot be a usage column"),
+        ({"client_atribute": "tenant"}, "otlp.client_atribute: unknown key"),
+        ({"metrics": {"a": {"name": "x", "value": "sum"}, "b": {"name": "x", "value": "sum"}}},
+         "columns 'a' and 'b' both take the sum of 'x'"),
+    ],
+)  # fmt: skip
+def test_the_settings_section_is_checked_naming_the_key(
+    tmp_path: Path, section: dict[str, Any], expected: str
+) -> None:
+    path = tmp_path / "settings.yaml"
+    path.write_text(yaml.safe_dump({"otlp": section}))
+    with pytest.raises(InputError) as refused:
+        resolve_settings(settings=path, environ={})
+    assert expected in refused.value.one_line()
+    assert refused.value.one_line().startswith(f"{path}, otlp")
+
+
+def test_the_example_settings_file_maps_the_issues_metrics() -> None:
+    example = Path(__file__).resolve().parents[1] / "config" / "settings.example.yaml"
+    otlp = resolve_settings(settings=example, environ={}).otlp
+    assert otlp.client_attribute == "tenant.id" and otlp.service_attribute == "service.name"
+    assert otlp.columns_of("http.server.request.duration") == [("requests", "count")]
+    assert otlp.columns_of("app.cpu.time") == [("cpu_seconds", "sum")]
