@@ -379,31 +379,34 @@ def _increments(kept: pd.DataFrame, has_state: np.ndarray) -> np.ndarray:
 
 
 def _months(kept: pd.DataFrame, usable: pd.DataFrame, columns: Sequence[str]) -> list[MonthPart]:
-    """Split the kept points by the calendar month of their hour."""
-    hour_of = {name: pd.to_datetime(frame["time"] // HOUR_NS * HOUR_NS, utc=True)
-               for name, frame in (("kept", kept), ("usable", usable))}  # fmt: skip
-    month_kept = hour_of["kept"].dt.strftime("%Y-%m")
-    month_usable = hour_of["usable"].dt.strftime("%Y-%m")
+    """Split the kept points by the calendar month of their time (numpy months: no text)."""
+    month_kept = kept["time"].to_numpy().astype("datetime64[ns]").astype("datetime64[M]")
+    month_usable = usable["time"].to_numpy().astype("datetime64[ns]").astype("datetime64[M]")
     parts = []
-    for month in sorted(set(month_kept)):  # one iteration per month
-        in_month = kept[(month_kept == month).to_numpy()]
+    for month in np.unique(month_kept):  # one iteration per month
+        in_month = kept[month_kept == month]
         last = in_month.drop_duplicates("key", keep="last")[STATE_COLUMNS]
-        mine = (month_usable == month).to_numpy()
-        usage = _usage(usable[mine], hour_of["usable"][mine], columns)
-        parts.append(MonthPart(month, usage, np.unique(usable["point"].to_numpy()[mine]),
+        mine = month_usable == month
+        usage = _usage(usable[mine], columns)
+        parts.append(MonthPart(str(month), usage, np.unique(usable["point"].to_numpy()[mine]),
                                last.reset_index(drop=True)))  # fmt: skip
     return parts
 
 
-def _usage(usable: pd.DataFrame, hour: pd.Series, columns: Sequence[str]) -> pd.DataFrame:
+def _usage(usable: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     """Increments summed per (hour, service, client, column), one column per usage column."""
     if usable.empty:
         return pd.DataFrame(columns=["window_start", "window_end", "service", "client",
                                      *columns])  # fmt: skip
-    cells = usable.assign(window_start=hour.to_numpy())
-    summed = cells.pivot_table(index=["window_start", "service", "client"], columns="column",
-                               values="increment", aggfunc="sum", fill_value=0.0)  # fmt: skip
-    summed = summed.reindex(columns=list(columns), fill_value=0.0).reset_index()
+    hour = pd.to_datetime(usable["time"].to_numpy() // HOUR_NS * HOUR_NS, utc=True)
+    cells = usable.assign(window_start=hour)
+    summed = (
+        cells.groupby(["window_start", "service", "client", "column"], sort=True)["increment"]
+        .sum()
+        .unstack("column", fill_value=0.0)
+        .reindex(columns=list(columns), fill_value=0.0)
+        .reset_index()
+    )
     summed.columns.name = None
     summed.insert(1, "window_end", summed["window_start"] + pd.Timedelta(hours=1))
     return summed

@@ -32,10 +32,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import Connection, Engine, delete, insert, select, update
+from sqlalchemy import Connection, Engine, delete, select, update
 
 from tenantcost.errors import InputError
 from tenantcost.otlp import STATE_COLUMNS, MonthPart, Plan, Points, plan
@@ -78,11 +79,13 @@ def ingest_points(
     """Store a request's points (see the module docstring); raises
     :class:`~tenantcost.store.lock.StoreLocked` when the store stays locked."""
     columns = _batch_columns(store, mapped)
+    keys = found.rows["key"].unique().tolist()
     for _ in range(ATTEMPTS):
-        state = read_state(store.engine, found.rows["key"].unique().tolist())
-        planned = plan(found.rows, state, columns)
+        with store.engine.connect() as conn:
+            kept = _fetch(conn, keys)
+        planned = plan(found.rows, state_frame(kept), columns)
         try:
-            outcome = _store(store, planned, state, actor=actor, origin=origin, wait=wait)
+            outcome = _store(store, planned, kept, actor=actor, origin=origin, wait=wait)
         except _Moved:
             continue
         outcome.refused.insert(0, found.refused)  # what could never be usage
@@ -90,21 +93,84 @@ def ingest_points(
     raise StoreLocked("the series of this export kept changing under concurrent exports")
 
 
+Kept = dict[str, tuple[int, int, float]]
+"""Series key -> its kept last point (start, time, value), as Python ints and float."""
+
+
 def read_state(engine: Engine, keys: Sequence[str]) -> pd.DataFrame:
     """The kept last point of those series that have one, indexed by key."""
     with engine.connect() as conn:
-        return read_state_in(conn, keys)
+        return state_frame(_fetch(conn, keys))
+
+
+def state_frame(kept: Kept) -> pd.DataFrame:
+    """:data:`Kept` as the frame :func:`tenantcost.otlp.plan` reads (indexed by key)."""
+    frame = pd.DataFrame([(k, *v) for k, v in kept.items()], columns=STATE_COLUMNS)
+    return frame.astype({"start": "int64", "time": "int64", "value": "float64"}).set_index("key")
+
+
+def _fetch(conn: Connection, keys: Sequence[str]) -> Kept:
+    """The kept points of ``keys``, on the connection's own DBAPI cursor (in its transaction),
+    a chunk of keys per statement: SQLAlchemy's compiling of thousands of bound parameters
+    and its per-row result processing cost more than the query."""
+    cursor = _cursor(conn)
+    mark = _mark(conn)
+    kept: Kept = {}
+    for first in range(0, len(keys), CHUNK):
+        chunk = tuple(keys[first : first + CHUNK])
+        cursor.execute(
+            "SELECT key, start_unix_nano, time_unix_nano, value FROM otlp_series "
+            f"WHERE key IN ({', '.join([mark] * len(chunk))})",
+            chunk,
+        )
+        kept.update((str(k), (int(a), int(t), float(v))) for k, a, t, v in cursor.fetchall())
+    return kept
+
+
+def _cursor(conn: Connection) -> Any:
+    connection = conn.connection.dbapi_connection
+    assert connection is not None
+    return connection.cursor()
+
+
+def _mark(conn: Connection) -> str:
+    return "?" if conn.dialect.paramstyle == "qmark" else "%s"
+
+
+def _replace(conn: Connection, new: Kept, now: datetime) -> None:
+    """Delete the series' kept points and insert ``new`` (one executemany)."""
+    cursor = _cursor(conn)
+    mark = _mark(conn)
+    keys = list(new)
+    for first in range(0, len(keys), CHUNK):
+        chunk = tuple(keys[first : first + CHUNK])
+        cursor.execute(
+            f"DELETE FROM otlp_series WHERE key IN ({', '.join([mark] * len(chunk))})", chunk
+        )
+    seen = table(OtlpSeries).c.seen_at.type.bind_processor(conn.dialect)
+    at = seen(now) if seen is not None else now  # as the column type stores it (UTC)
+    rows = [(k, a, t, v, at) for k, (a, t, v) in new.items()]
+    if rows:  # a row per series, not per point
+        cursor.executemany(
+            "INSERT INTO otlp_series (key, start_unix_nano, time_unix_nano, value, seen_at) "
+            f"VALUES ({', '.join([mark] * 5)})",
+            rows,
+        )
 
 
 def _store(
-    store: Store, planned: Plan, state: pd.DataFrame, *, actor: str, origin: str, wait: float
+    store: Store, planned: Plan, kept: Kept, *, actor: str, origin: str, wait: float
 ) -> Outcome:
     """Each month's batch with its series, in month order; then the seen series refreshed."""
     outcome = Outcome([planned.refused], planned.received)
-    expected = state
+    expected = dict(kept)
+    written: set[str] = set()
     for number, part in enumerate(planned.parts, 1):
+        new = _as_kept(part.state)
+        written.update(new)
         last = number == len(planned.parts)
-        writer = _StateWriter(part.state, expected, planned.seen if last else [])
+        seen = sorted(set(planned.seen) - written) if last else None
+        writer = _StateWriter(new, {k: expected.get(k) for k in new}, seen)
         try:
             if part.usage.empty:
                 with write_transaction(store.engine, wait) as conn:
@@ -117,62 +183,38 @@ def _store(
             outcome.refused.append(pd.DataFrame({"point": part.points, "reason": exc.message}))
             with write_transaction(store.engine, wait) as conn:
                 writer(conn)
-        moved = part.state.set_index("key")
-        expected = pd.concat([expected[~expected.index.isin(moved.index)], moved])
+        expected.update(new)
     if not planned.parts and planned.seen:  # only points received already: still seen
         with write_transaction(store.engine, wait) as conn:
             _refresh(conn, planned.seen, utcnow())
     return outcome
 
 
+def _as_kept(state: pd.DataFrame) -> Kept:
+    rows = zip(state["key"].tolist(), state["start"].tolist(), state["time"].tolist(),
+               state["value"].tolist(), strict=True)  # fmt: skip
+    return {k: (int(a), int(t), float(v)) for k, a, t, v in rows}
+
+
 @dataclass(frozen=True)
 class _StateWriter:
-    """The ``in_transaction`` hook: check the series still hold ``expected``, then keep
-    their new last points (and, for the request's last batch, refresh its ``seen`` series
-    and delete the expired ones)."""
+    """The ``in_transaction`` hook: check the series still hold ``expected`` (None: no kept
+    point), then keep their ``new`` last points; for the request's last batch, also refresh
+    its other ``seen`` series and delete the expired ones."""
 
-    state: pd.DataFrame
-    expected: pd.DataFrame
-    seen: list[str]
+    new: Kept
+    expected: dict[str, tuple[int, int, float] | None]
+    seen: list[str] | None
 
     def __call__(self, conn: Connection, _done: object = None) -> None:
-        keys = self.state["key"].tolist()
+        keys = list(self.new)
         now = utcnow()
-        if not _unmoved(conn, keys, self.expected):
+        held = _fetch(conn, keys)
+        if any(held.get(k) != v for k, v in self.expected.items()):
             raise _Moved()
-        s = table(OtlpSeries)
-        for first in range(0, len(keys), CHUNK):
-            conn.execute(delete(s).where(s.c.key.in_(keys[first : first + CHUNK])))
-        rows = [
-            {"key": k, "start_unix_nano": int(a), "time_unix_nano": int(t), "value": float(v),
-             "seen_at": now}
-            for k, a, t, v in self.state[STATE_COLUMNS].itertuples(index=False)
-        ]  # fmt: skip
-        if rows:  # one executemany: a row per series, not per point
-            conn.execute(insert(s), rows)
-        if self.seen:
+        _replace(conn, self.new, now)
+        if self.seen is not None:
             _refresh(conn, self.seen, now)
-
-
-def _unmoved(conn: Connection, keys: list[str], expected: pd.DataFrame) -> bool:
-    """Whether the stored points of ``keys`` are exactly the expected ones (compared as
-    Python ints and floats: no nanosecond is rounded away)."""
-    now = read_state_in(conn, keys).reset_index()
-    want = expected[expected.index.isin(keys)].reset_index()
-    as_set = lambda frame: set(map(tuple, frame[STATE_COLUMNS].to_numpy(dtype=object).tolist()))  # noqa: E731
-    return as_set(now) == as_set(want)
-
-
-def read_state_in(conn: Connection, keys: Sequence[str]) -> pd.DataFrame:
-    """:func:`read_state` on a connection (inside a write transaction)."""
-    s = table(OtlpSeries).c
-    rows = []
-    for first in range(0, len(keys), CHUNK):
-        chunk = list(keys[first : first + CHUNK])
-        query = select(s.key, s.start_unix_nano, s.time_unix_nano, s.value)
-        rows += [tuple(r) for r in conn.execute(query.where(s.key.in_(chunk)))]
-    frame = pd.DataFrame(rows, columns=STATE_COLUMNS)
-    return frame.astype({"start": "int64", "time": "int64", "value": "float64"}).set_index("key")
 
 
 def _refresh(conn: Connection, keys: list[str], now: datetime) -> None:
@@ -224,9 +266,14 @@ def _batch_columns(store: Store, mapped: Sequence[str]) -> list[str]:
         latest = conn.execute(query).scalar()
     if latest is None:
         return list(mapped)
+    if store.data.local:  # the file's footer alone, no DuckDB
+        import pyarrow.parquet as pq
+
+        names = pq.read_schema(store.data.reader_path(str(latest))).names
+        stored = [c for c in names if c not in USAGE_KEY_COLUMNS]
+        return [*stored, *(c for c in mapped if c not in stored)]
     con = connect()
-    if not store.data.local:
-        register_filesystems(con, [store.data.protocol])
+    register_filesystems(con, [store.data.protocol])
     path = store.data.reader_path(str(latest)).replace("'", "''")
     described = con.execute(
         f"DESCRIBE SELECT * FROM read_parquet('{path}', hive_partitioning = false)"
