@@ -261,3 +261,18 @@ def test_refusals_follow_the_otlp_specification(served: Served) -> None:
     assert refused.status_code == 403 and Status.FromString(refused.content).code == 7
     empty = served.post(b"")  # an empty export is a valid request: nothing to store
     assert empty.status_code == 200 and empty.content == b""
+
+
+def test_the_same_export_posted_concurrently_is_added_once(served: Served) -> None:
+    """Four posts of one export at once (an exporter's retries racing its first attempt):
+    the write lock serialises their batches and each checks the series it advances, so the
+    usage is added once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    reader, m = meter()
+    burn(instruments(m), "race-a", 5, 1.25)
+    body = encode_metrics(reader.get_metrics_data()).SerializeToString()
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda _: served.post(body), range(4)))
+    assert [a.status_code for a in answers] == [200] * 4
+    assert served.totals("race-") == {"race-a": (5.0, 1.25)}
