@@ -58,8 +58,15 @@ def export(clients: int, number: int) -> bytes:
     histogram = [pb.HistogramDataPoint(start_time_unix_nano=START, time_unix_nano=time_ns,
                                        count=3 * (number + 1), sum=0.01 * (number + 1),
                                        attributes=t) for t in tags]  # fmt: skip
-    counter = [pb.NumberDataPoint(start_time_unix_nano=START, time_unix_nano=time_ns,
-                                  as_double=0.25 * (number + 1), attributes=t) for t in tags]  # fmt: skip
+    counter = [
+        pb.NumberDataPoint(
+            start_time_unix_nano=START,
+            time_unix_nano=time_ns,
+            as_double=0.25 * (number + 1),
+            attributes=t,
+        )
+        for t in tags
+    ]
     metrics = [
         pb.Metric(name="http.server.request.duration",
                   histogram=pb.Histogram(data_points=histogram, aggregation_temporality=2)),
@@ -151,8 +158,13 @@ def check_totals(folder: Path, db: str, requests: int) -> None:
     engine = open_engine(resolve_settings(db=db, environ={}))
     with engine.connect() as conn:
         f, b = table(BatchFile).c, table(Batch).c
-        paths = conn.execute(select(f.path).join_from(table(BatchFile), table(Batch),
-                                                      b.id == f.batch_id)).scalars().all()  # fmt: skip
+        paths = (
+            conn.execute(
+                select(f.path).join_from(table(BatchFile), table(Batch), b.id == f.batch_id)
+            )
+            .scalars()
+            .all()
+        )
     engine.dispose()
     usage = pd.concat([pd.read_parquet(folder / "data" / p) for p in paths])
     per_client = usage.groupby("client")[["requests", "cpu_seconds"]].sum()

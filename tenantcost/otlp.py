@@ -162,9 +162,8 @@ class _Builder:
         self.count += len(found)
         columns = self.settings.columns_of(metric.name)
         reason = _metric_refusal(metric.name, kind, data, bool(columns))
-        if reason is None and not service:
-            reason = (f"the resource has no '{self.settings.service_attribute}' attribute: "
-                      "the service of this usage is unknown")  # fmt: skip
+        if reason is None:
+            reason = _service_refusal(service, self.settings.service_attribute)
         if reason is not None:
             self.refuse(ids, reason)
             return
@@ -221,8 +220,28 @@ def _digest(base: Any, identity: bytes) -> str:
     return str(h.hexdigest())
 
 
+def _service_refusal(service: str | None, attribute: str) -> str | None:
+    """Why a resource's service cannot name usage (the usage reader refuses an empty one;
+    the client-id rule keeps control characters and NUL, which PostgreSQL refuses in text,
+    out of the store's keys), or None."""
+    if service is None or not service.strip():
+        return f"the resource has no '{attribute}' attribute: the service of this usage is unknown"
+    problem = client_id_problem(service)  # the same rule: "client id holds..." -> "it holds..."
+    if problem is None:
+        return None
+    problem = problem.replace("client id", "it", 1)
+    return f"the resource's '{attribute}' is no usable service name: {problem}"
+
+
+def _shown(name: str) -> str:
+    """A metric name for a message: at most 100 characters, control characters escaped."""
+    short = name if len(name) <= 100 else name[:100] + "..."
+    return short if short.isprintable() else short.encode("unicode_escape").decode("ascii")
+
+
 def _metric_refusal(name: str, kind: str | None, data: Any, mapped: bool) -> str | None:
     """Why no point of this metric can be usage, or None."""
+    name = _shown(name)
     if not mapped:
         return f"metric '{name}' is not mapped to a usage column (settings file: otlp.metrics)"
     if kind not in USABLE_KINDS:

@@ -136,6 +136,9 @@ def test_unusable_points_are_refused_with_their_reason() -> None:
         "calls": SETTINGS.metrics["requests"].model_copy(update={"name": "db.calls",
                                                                   "value": "sum"})}}))  # fmt: skip
     assert "no 'service.name' attribute" in nameless.refused["reason"].iloc[0]
+    hostile = points(wrap(counter([(T0, T0 + 1, 1.0)], 1).resource_metrics[0].scope_metrics[0]
+                          .metrics[0], service="api\x00"), SETTINGS)  # fmt: skip
+    assert "is no usable service name: it holds" in hostile.refused["reason"].iloc[0]
 
 
 def test_clients_missing_or_refused_are_usage_without_a_client() -> None:
