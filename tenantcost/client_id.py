@@ -44,10 +44,8 @@ def client_id_problem(value: str) -> str | None:
     if found is None:
         return None
     char = found.group(0)
-    what = (
-        "a lone surrogate (not valid UTF-8)"
-        if "\ud800" <= char <= "\udfff"
-        else ("a control character")
+    what = "a lone surrogate (not valid UTF-8)" if "\ud800" <= char <= "\udfff" else (
+        "a control character"
     )
     return f"client id holds {what} U+{ord(char):04X} at character {found.start() + 1}"
 

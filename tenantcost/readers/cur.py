@@ -168,20 +168,13 @@ def effective_cost(col: Lookup, cells: dict[str, Cell]) -> str:
     total = cells.get("savings_plan_total_commitment_to_date")
     used = cells.get("savings_plan_used_commitment")
     unused_sp = f"({total.value}) - ({used.value})" if total and used else null
-    upfront = _either(
-        cells,
-        "reservation_net_unused_amortized_upfront_fee_for_billing_period",
-        "reservation_unused_amortized_upfront_fee_for_billing_period",
-    )
-    recurring = _either(
-        cells, "reservation_net_unused_recurring_fee", "reservation_unused_recurring_fee"
-    )
+    upfront = _either(cells, "reservation_net_unused_amortized_upfront_fee_for_billing_period",
+                      "reservation_unused_amortized_upfront_fee_for_billing_period")
+    recurring = _either(cells, "reservation_net_unused_recurring_fee",
+                        "reservation_unused_recurring_fee")
     ri_unused = f"({upfront}) + ({recurring})"
-    sp_used = _either(
-        cells,
-        "savings_plan_net_savings_plan_effective_cost",
-        "savings_plan_savings_plan_effective_cost",
-    )
+    sp_used = _either(cells, "savings_plan_net_savings_plan_effective_cost",
+                      "savings_plan_savings_plan_effective_cost")
     ri_used = _either(cells, "reservation_net_effective_cost", "reservation_effective_cost")
     zero = "CAST(0 AS DECIMAL(38,18))"
     return (
@@ -214,9 +207,8 @@ def split_columns(col: Lookup, cells: dict[str, Cell]) -> dict[str, str]:
         "Node": f"CASE WHEN {node} <> '' THEN {node} ELSE {parent} END",
         "Pod": text_value(col("line_item_resource_id")),
         "SplitCost": _either(cells, "split_line_item_net_split_cost", "split_line_item_split_cost"),
-        "UnusedCost": _either(
-            cells, "split_line_item_net_unused_cost", "split_line_item_unused_cost"
-        ),
+        "UnusedCost": _either(cells, "split_line_item_net_unused_cost",
+                              "split_line_item_unused_cost"),
     }
 
 

@@ -215,10 +215,8 @@ def get_reconciliation(
     principal: MayViewCluster,
     against: Annotated[
         Literal["opencost", "invoice"],
-        Query(
-            description="opencost (default): the cascade to the reference total; invoice: "
-            "the invoice cascade of a run on stored billing data (finance and admin)."
-        ),
+        Query(description="opencost (default): the cascade to the reference total; invoice: "
+              "the invoice cascade of a run on stored billing data (finance and admin)."),
     ] = "opencost",
 ) -> dict[str, Any]:
     if against == "invoice":
