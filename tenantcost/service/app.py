@@ -37,7 +37,7 @@ RenderDenied = Callable[[Request, Denied], Response]
 
 def create_app(settings: ServiceSettings) -> FastAPI:
     """The service over the store ``settings`` names (its schema must be current)."""
-    from tenantcost.service import api, docs, usage
+    from tenantcost.service import api, docs, otlp, usage
     from tenantcost.service.body_limit import BodyLimit
     from tenantcost.service.headers import SecurityHeaders
     from tenantcost.store.data import DataDir, Store
@@ -69,6 +69,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     app.add_exception_handler(Problem, problem_response)
     app.include_router(api.health)
     app.include_router(usage.router)
+    app.include_router(otlp.router)
     app.include_router(api.router)
     docs_scripts = docs.install(app)
     _install_pages(app, settings)

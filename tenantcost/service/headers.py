@@ -8,8 +8,9 @@ which embed the OpenAPI schema) is ``Cache-Control: no-store``, so no shared or 
 keeps one after logout; only Swagger UI's own files may be cached.
 
 * **API** (``/api/...`` JSON, the sheet's PDF and Markdown, ``/healthz``, ``/readyz``,
-  ``/openapi.json``; also the 413 of :mod:`~tenantcost.service.body_limit`): nothing to run
-  or show, so ``default-src 'none'; frame-ancestors 'none'``.
+  ``/openapi.json``, OTLP's ``/v1/metrics``; also the 413 of
+  :mod:`~tenantcost.service.body_limit`): nothing to run or show, so
+  ``default-src 'none'; frame-ancestors 'none'``.
 * **Sheet** (``.../sheet.html``): the report pack's self-contained HTML: inline CSS and SVG,
   no script at all; framed by the client page (``frame-ancestors 'self'``).
 * **Page** (every other path: the HTML pages, their redirects, the 404 page): inline CSS
@@ -36,7 +37,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 DOCS_PATH = "/docs"
 ASSETS_PREFIX = "/docs-assets/"
-API_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
+API_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", "/v1/metrics"})
 NO_STORE = "no-store"
 ASSET_CACHE = "public, max-age=86400"
 

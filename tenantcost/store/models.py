@@ -18,6 +18,7 @@ Now:
   batch's status is then ``withdrawn`` and it no longer counts, its rows and files stay.
 * ``billing_cell`` (0013): the (billing period, billing account) cells of a ``billing`` batch
   with what ``status`` and ``close`` read of them (rows, invoices, hours covered).
+* ``otlp_series`` (0015): the last point of each OTLP series ``POST /v1/metrics`` reads.
 
 * ``run`` (0004): one ``tenantcost run`` (uuid id, month, rules, code version, timings,
   actor, totals), ``run_input`` (the batches it read, with their sha256), ``run_client``
@@ -49,6 +50,7 @@ from sqlalchemy import (
     CheckConstraint,
     DateTime,
     Dialect,
+    Double,
     Index,
     MetaData,
     Table,
@@ -605,6 +607,23 @@ class WebSessionEnd(StoreModel, table=True):
     token_id: int = Field(foreign_key="token.id")
     ended_at: datetime = Field(sa_type=UTCDateTime, default_factory=utcnow)
     expires_at: datetime = Field(sa_type=UTCDateTime)
+
+
+class OtlpSeries(StoreModel, table=True):
+    """The last point received of each OTLP series feeding a usage column (0015), for
+    ``POST /v1/metrics``: a cumulative point's increment is its difference from this one, and
+    a point at or before it was received already (exporters retry). ``key`` digests the
+    series' identity (resource and scope, metric, point attributes) and the usage column;
+    a row not ``seen_at`` for 48 hours is deleted (every restarted process is new series).
+    Updated in the transaction of the batch that stores the points' usage."""
+
+    __tablename__ = "otlp_series"
+
+    key: str = Field(primary_key=True, max_length=32)
+    start_unix_nano: int = Field(sa_type=BigInteger)
+    time_unix_nano: int = Field(sa_type=BigInteger)
+    value: float = Field(sa_type=Double)
+    seen_at: datetime = Field(sa_type=UTCDateTime, index=True)
 
 
 class CatalogLoad(StoreModel, table=True):

@@ -28,6 +28,7 @@ import yaml
 from pydantic import ValidationError
 
 from tenantcost.config.base import Strict
+from tenantcost.config.otlp import OtlpSettings
 from tenantcost.errors import InputError
 
 ENV_DB = "TENANTCOST_DB"
@@ -48,6 +49,8 @@ class SettingsFile(Strict):
     data: str | None = None
     secret: str | None = None
     """The service's session secret (``tenantcost serve``; TENANTCOST_SECRET wins)."""
+    otlp: OtlpSettings | None = None
+    """``POST /v1/metrics``: which OTLP metrics are which usage columns."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,8 @@ class StoreSettings:
     settings_file: Path | None = None
     secret: str | None = field(default=None, repr=False)
     """The settings file's ``secret`` (the service reads TENANTCOST_SECRET first)."""
+    otlp: OtlpSettings = field(default_factory=OtlpSettings)
+    """The settings file's ``otlp:`` section (its defaults without one)."""
 
     @property
     def sqlite_path(self) -> Path | None:
@@ -159,9 +164,11 @@ def resolve_settings(
     env = os.environ if environ is None else environ
     settings_file = settings or (Path(env[ENV_SETTINGS]) if env.get(ENV_SETTINGS) else None)
     file_db = file_data = file_secret = None
+    otlp = OtlpSettings()
     if settings_file is not None:
         parsed = _read_file(settings_file)
         file_secret = parsed.secret
+        otlp = parsed.otlp or otlp
         file_db, file_data = _relative_to(settings_file.parent, parsed.db, parsed.data)
     db_value, db_origin = _first(
         (db, "--db"), (env.get(ENV_DB), ENV_DB), (file_db, f"{settings_file}: db")
@@ -172,11 +179,11 @@ def resolve_settings(
         (data, "--data"), (env.get(ENV_DATA), ENV_DATA), (file_data, f"{settings_file}: data")
     )
     resolved = StoreSettings(url, data_value, db_origin, data_origin or "--data default",
-                             settings_file, file_secret)  # fmt: skip
+                             settings_file, file_secret, otlp)  # fmt: skip
     if data_value is None and resolved.sqlite_path is not None:
         folder = resolved.sqlite_path.parent / DATA_FOLDER
         resolved = StoreSettings(url, str(folder), db_origin, "--data default", settings_file,
-                                 file_secret)  # fmt: skip
+                                 file_secret, otlp)  # fmt: skip
     return resolved
 
 

@@ -1,0 +1,278 @@
+"""``POST /v1/metrics`` against a real ``tenantcost serve`` on SQLite and PostgreSQL, fed by the
+real OpenTelemetry Python SDK and its OTLP/HTTP exporter (issue 23 §2): protobuf and JSON,
+delta and cumulative, gzip; the stored usage equals what the SDK recorded; a restart of the
+server between two cumulative exports changes nothing; an export sent twice is added once; a
+closed month is a partial success whose cumulative point still advances its series."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pandas as pd
+import pytest
+from google.protobuf import json_format
+from google.rpc.status_pb2 import Status
+from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
+from opentelemetry.exporter.otlp.proto.http import Compression
+from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.metrics.v1 import metrics_pb2 as pb
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource as ResourceProto
+from opentelemetry.sdk.metrics import Counter, Histogram, MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    InMemoryMetricReader,
+    MetricExportResult,
+    PeriodicExportingMetricReader,
+)
+from opentelemetry.sdk.resources import Resource
+from sqlalchemy import select
+
+from tenantcost.store.engine import open_engine
+from tenantcost.store.models import Batch, BatchFile, table
+from tenantcost.store.settings import resolve_settings
+
+from .service_server import Service, create_token, example_store, running_service
+
+SETTINGS = """\
+otlp:
+  client_attribute: tenant.id
+  service_attribute: service.name
+  metrics:
+    requests: {name: http.server.request.duration, value: count}
+    cpu_seconds: {name: app.cpu.time, value: sum}
+"""
+DELTA = {Counter: AggregationTemporality.DELTA, Histogram: AggregationTemporality.DELTA}
+_instances = itertools.count()
+
+
+@dataclass
+class Served:
+    service: Service
+    db: str
+    data: Path
+    tmp: Path
+    token: str
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.service.url}/v1/metrics"
+
+    def post(self, body: bytes, kind: str = "application/x-protobuf", **headers: str) -> Any:
+        headers = {"Authorization": f"Bearer {self.token}", "Content-Type": kind, **headers}
+        return httpx.post(self.endpoint, content=body, headers=headers, timeout=60)
+
+    def exporter(self, **kwargs: Any) -> OTLPMetricExporter:
+        return OTLPMetricExporter(
+            endpoint=self.endpoint,
+            timeout=60,
+            headers={"Authorization": f"Bearer {self.token}"},
+            **kwargs,
+        )
+
+    def usage(self) -> pd.DataFrame:
+        """Every usage row the OTLP batches stored (read from the store's files)."""
+        engine = open_engine(resolve_settings(db=self.db, environ={}))
+        try:
+            with engine.connect() as conn:
+                f, b = table(BatchFile).c, table(Batch).c
+                paths = conn.execute(
+                    select(f.path).join_from(table(BatchFile), table(Batch), b.id == f.batch_id)
+                    .where(b.kind == "usage", b.status == "committed",
+                           b.source.like("POST /v1/metrics%"))).scalars().all()  # fmt: skip
+        finally:
+            engine.dispose()
+        frames = [pd.read_parquet(self.data / p) for p in paths]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    def totals(self, prefix: str) -> dict[str, tuple[float, float]]:
+        """(requests, cpu_seconds) per client whose id starts with ``prefix``."""
+        rows = self.usage()
+        if rows.empty:
+            return {}
+        mine = rows[rows["client"].str.startswith(prefix)]
+        summed = mine.groupby("client")[["requests", "cpu_seconds"]].sum()
+        return {c: (float(r.requests), float(r.cpu_seconds)) for c, r in summed.iterrows()}
+
+    def restart(self) -> Iterator[Served]:
+        with running_service(
+            self.db,
+            str(self.data),
+            self.tmp / "serve2.log",
+            args=("--settings", str(self.tmp / "settings.yaml")),
+        ) as service:
+            yield Served(service, self.db, self.data, self.tmp, self.token)
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def served(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
+    tmp = tmp_path_factory.mktemp(f"otlp-{request.param}")
+    if request.param == "sqlite":
+        db = f"sqlite:///{tmp / 'store.db'}"
+    else:
+        from .postgres_fixture import new_database
+
+        db = new_database(request.getfixturevalue("postgres_admin_url"))
+    data = tmp / "data"
+    example_store(db, str(data))  # 2026-11 closed; rules know the service 'api'
+    token = create_token(db, "ingest", "otel-collector")
+    (tmp / "settings.yaml").write_text(SETTINGS)
+    args = ("--settings", str(tmp / "settings.yaml"))
+    with running_service(db, str(data), tmp / "serve.log", args=args) as service:
+        yield Served(service, db, data, tmp, token)
+
+
+def meter(temporality: dict[type, AggregationTemporality] | None = None) -> tuple[Any, Any]:
+    """An SDK meter provider (service 'api', a new instance) read in memory, and its meter."""
+    reader = InMemoryMetricReader(preferred_temporality=temporality or {})
+    resource = Resource.create({"service.name": "api",
+                                "service.instance.id": f"test-{next(_instances)}"})  # fmt: skip
+    provider = MeterProvider(metric_readers=[reader], resource=resource)
+    return reader, provider.get_meter("tests")
+
+
+def burn(instruments: tuple[Any, Any], client: str, requests: int, cpu: float) -> None:
+    """What an application records for ``requests`` requests of ``client``."""
+    histogram, counter = instruments
+    for _ in range(requests):
+        histogram.record(0.01, {"tenant.id": client, "http.route": "/x"})
+    counter.add(cpu, {"tenant.id": client})
+
+
+def instruments(m: Any) -> tuple[Any, Any]:
+    return m.create_histogram("http.server.request.duration"), m.create_counter("app.cpu.time")
+
+
+def test_delta_exports_through_the_sdk_are_stored_exactly(served: Served) -> None:
+    """The SDK's own periodic reader and exporter (gzip), delta temporality."""
+    exporter = served.exporter(compression=Compression.Gzip, preferred_temporality=DELTA)
+    reader = PeriodicExportingMetricReader(exporter, export_interval_millis=3_600_000)
+    resource = Resource.create({"service.name": "api"})
+    provider = MeterProvider(metric_readers=[reader], resource=resource)
+    tools = instruments(provider.get_meter("tests"))
+    burn(tools, "delta-a", 3, 0.25)
+    burn(tools, "delta-b", 1, 1.5)
+    assert reader.force_flush()
+    burn(tools, "delta-a", 2, 0.125)
+    assert reader.force_flush()
+    provider.shutdown()
+    assert served.totals("delta-") == {"delta-a": (5.0, 0.375), "delta-b": (1.0, 1.5)}
+
+
+def test_cumulative_exports_survive_a_server_restart_and_a_repeat(served: Served) -> None:
+    reader, m = meter()  # the SDK's default: cumulative
+    tools = instruments(m)
+    burn(tools, "cumul-a", 4, 0.5)
+    first = reader.get_metrics_data()
+    assert served.exporter().export(first) is MetricExportResult.SUCCESS
+    assert served.exporter().export(first) is MetricExportResult.SUCCESS  # a retry
+    assert served.totals("cumul-") == {"cumul-a": (4.0, 0.5)}
+    burn(tools, "cumul-a", 2, 0.25)
+    burn(tools, "cumul-b", 1, 2.0)
+    second = reader.get_metrics_data()
+    for again in served.restart():  # the series' last points are in the store, not the process
+        assert again.exporter().export(second) is MetricExportResult.SUCCESS
+        answer = again.post(encode_metrics(second).SerializeToString())
+    assert answer.status_code == 200
+    response = ExportMetricsServiceResponse.FromString(answer.content)
+    assert response.partial_success.rejected_data_points == 0
+    assert "received already: not added again" in response.partial_success.error_message
+    assert served.totals("cumul-") == {"cumul-a": (6.0, 0.75), "cumul-b": (1.0, 2.0)}
+
+
+def test_a_json_body_is_stored_and_answered_in_json(served: Served) -> None:
+    reader, m = meter(DELTA)
+    tools = instruments(m)
+    burn(tools, "json-a", 2, 0.75)
+    text = json_format.MessageToJson(encode_metrics(reader.get_metrics_data()))
+    answer = served.post(text.encode(), "application/json")
+    assert answer.status_code == 200 and answer.headers["content-type"] == "application/json"
+    assert answer.json() == {}  # a full success: no partial_success
+    assert served.totals("json-") == {"json-a": (2.0, 0.75)}
+
+
+def _cumulative(points: list[tuple[int, int, int]], client: str) -> bytes:
+    """A hand-made export: one cumulative counter series of ``app.cpu.time``, a gauge, and a
+    metric the settings do not map (start and time in ns, value as an int)."""
+    tag = [KeyValue(key="tenant.id", value=AnyValue(string_value=client))]
+    data = [pb.NumberDataPoint(start_time_unix_nano=s, time_unix_nano=t, as_int=v, attributes=tag)
+            for s, t, v in points]  # fmt: skip
+    metrics = [
+        pb.Metric(name="app.cpu.time", sum=pb.Sum(data_points=data, is_monotonic=True,
+                                                  aggregation_temporality=2)),
+        pb.Metric(name="app.cpu.time", gauge=pb.Gauge(data_points=data[:1])),
+        pb.Metric(name="app.unknown", sum=pb.Sum(data_points=data[:1], is_monotonic=True,
+                                                 aggregation_temporality=1)),
+    ]  # fmt: skip
+    resource = ResourceProto(attributes=[KeyValue(key="service.name",
+                                                  value=AnyValue(string_value="api"))])  # fmt: skip
+    return ExportMetricsServiceRequest(resource_metrics=[pb.ResourceMetrics(
+        resource=resource, scope_metrics=[pb.ScopeMetrics(metrics=metrics)])]
+    ).SerializeToString()  # fmt: skip
+
+
+def test_a_closed_month_is_a_partial_success_and_still_advances_the_series(
+    served: Served,
+) -> None:
+    start = int(pd.Timestamp("2026-11-30T20:00:00Z").value)
+    in_november = int(pd.Timestamp("2026-11-30T23:59:00Z").value)  # 2026-11 is closed
+    in_december = int(pd.Timestamp("2026-12-01T00:01:00Z").value)
+    first = served.post(_cumulative([(start, in_november, 10)], "closed-a"))
+    assert first.status_code == 200, first.content
+    partial = ExportMetricsServiceResponse.FromString(first.content).partial_success
+    assert partial.rejected_data_points == 3  # the closed month's point, the gauge, the unknown
+    assert "2026-11, closed" in partial.error_message and "reopen" in partial.error_message
+    assert "metric 'app.cpu.time' is a gauge" in partial.error_message
+    assert "metric 'app.unknown' is not mapped" in partial.error_message
+    second = served.post(_cumulative([(start, in_december, 13)], "closed-a"))
+    assert ExportMetricsServiceResponse.FromString(second.content).partial_success \
+        .rejected_data_points == 2  # fmt: skip
+    assert served.totals("closed-") == {"closed-a": (0.0, 3.0)}  # not November's 10
+
+
+def test_refusals_follow_the_otlp_specification(served: Served) -> None:
+    garbage = served.post(b"\xff\x00 not protobuf")
+    assert garbage.status_code == 400
+    assert "not an OTLP ExportMetricsServiceRequest" in Status.FromString(garbage.content).message
+    assert served.post(b"{}", "text/plain").status_code == 415
+    bomb = gzip.compress(b"\x00" * (33 * 1024 * 1024))
+    assert served.post(bomb, **{"Content-Encoding": "gzip"}).status_code == 413
+    anonymous = httpx.post(served.endpoint, content=b"",
+                           headers={"Content-Type": "application/x-protobuf"})  # fmt: skip
+    assert anonymous.status_code == 401 and Status.FromString(anonymous.content).code == 16
+    manager = create_token(served.db, "account-manager", f"am-{served.tmp.name}", "client-a")
+    refused = httpx.post(
+        served.endpoint,
+        content=b"",
+        headers={"Authorization": f"Bearer {manager}", "Content-Type": "application/x-protobuf"},
+    )
+    assert refused.status_code == 403 and Status.FromString(refused.content).code == 7
+    empty = served.post(b"")  # an empty export is a valid request: nothing to store
+    assert empty.status_code == 200 and empty.content == b""
+
+
+def test_the_same_export_posted_concurrently_is_added_once(served: Served) -> None:
+    """Four posts of one export at once (an exporter's retries racing its first attempt):
+    the write lock serialises their batches and each checks the series it advances, so the
+    usage is added once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    reader, m = meter()
+    burn(instruments(m), "race-a", 5, 1.25)
+    body = encode_metrics(reader.get_metrics_data()).SerializeToString()
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda _: served.post(body), range(4)))
+    assert [a.status_code for a in answers] == [200] * 4
+    assert served.totals("race-") == {"race-a": (5.0, 1.25)}
