@@ -239,3 +239,28 @@ def test_parquet_bulk_is_one_batch(served: Served) -> None:
     refused = httpx.post(url, content=buffer.getvalue(), headers=served.headers)
     assert refused.status_code == 422
     assert refused.json()["detail"].startswith("usage.parquet, row 5, column 'requests'")
+
+
+def test_a_sum_batch_lacking_a_stored_metric_gets_zero_there(served: Served) -> None:
+    """A meter or an OTLP export posting one metric: `sum` fills the stored metric columns
+    it lacks with 0 (JSON and Parquet); `replace` lacking one and a new metric are 422."""
+    only = {k: v for k, v in record(5, "client-a", 3, day=12).items() if k != "cpu_seconds"}
+    answer = served.post({"mode": "sum", "records": [only]})
+    assert answer.status_code == 200, answer.text
+    frame = pd.DataFrame([only]).drop(columns=["requests"]).assign(cpu_seconds=0.25)
+    for column in ("window_start", "window_end"):
+        frame[column] = pd.to_datetime(frame[column], utc=True)
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    bulk = httpx.post(f"{served.service.url}/api/v1/usage.parquet", params={"mode": "sum"},
+                      content=buffer.getvalue(), headers=served.headers)  # fmt: skip
+    assert bulk.status_code == 200, bulk.text
+    rows = served.usage_rows()
+    cell = rows[rows["window_start"].astype(str).str.startswith("2026-12-12 05")]
+    assert sorted(zip(cell["requests"], cell["cpu_seconds"], strict=True)) == [(0, 0.25), (3, 0)]
+    before = served.batches()
+    replace = served.post({"mode": "replace", "records": [only]})
+    assert replace.status_code == 422 and "a replace batch must carry all" in replace.text
+    extra = served.post({"mode": "sum", "records": [record(6, "client-a", day=12, bytes_out=9)]})
+    assert extra.status_code == 422 and "may not add a metric column" in extra.text
+    assert served.batches().equals(before)
