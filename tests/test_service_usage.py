@@ -21,7 +21,7 @@ from tenantcost.store.engine import open_engine
 from tenantcost.store.models import Batch, BatchFile, table
 from tenantcost.store.settings import resolve_settings
 
-from .service_server import Service, create_token, example_store, running_service
+from .service_server import Service, create_token, example_store, running_service, tenantcost
 
 MAX_RECORDS = 40
 
@@ -263,4 +263,34 @@ def test_a_sum_batch_lacking_a_stored_metric_gets_zero_there(served: Served) -> 
     assert replace.status_code == 422 and "a replace batch must carry all" in replace.text
     extra = served.post({"mode": "sum", "records": [record(6, "client-a", day=12, bytes_out=9)]})
     assert extra.status_code == 422 and "may not add a metric column" in extra.text
+    assert served.batches().equals(before)
+
+
+def test_a_key_is_replayed_across_a_token_rotation(served: Served) -> None:
+    """Keys are store-wide: a spooled batch delivered by the next token after a rotation is
+    the stored answer, replayed, and adds nothing; another body under that key is 409."""
+    old = {"Authorization": f"Bearer {create_token(served.db, 'ingest', 'meter-old')}"}
+    body = {"mode": "sum", "records": [record(7, "client-a", 11, day=13),
+                                       record(7, "client-b", 2, day=13)]}  # fmt: skip
+    url = f"{served.service.url}/api/v1/usage"
+    first = httpx.post(url, json=body, headers=old | {"Idempotency-Key": "spool-7"}, timeout=120)
+    assert first.status_code == 200, first.text
+    before, rows = served.batches(), served.usage_rows()
+    tenantcost("token", "revoke", "meter-old", "--db", served.db)
+    assert httpx.post(url, json=body, headers=old | {"Idempotency-Key": "spool-7"},
+                      timeout=120).status_code == 401  # fmt: skip
+    new = {"Authorization": f"Bearer {create_token(served.db, 'ingest', 'meter-new')}"}
+    again = httpx.post(url, json=body, headers=new | {"Idempotency-Key": "spool-7"}, timeout=120)
+    assert again.status_code == 200, again.text
+    assert again.json() == first.json() and again.headers["idempotent-replayed"] == "true"
+    assert served.batches().equals(before)
+    after = served.usage_rows()
+    assert after.equals(rows)
+    day13 = after[after["window_start"].astype(str).str.startswith("2026-12-13")]
+    assert sorted(zip(day13["client"], day13["requests"], strict=True)) == [
+        ("client-a", 11), ("client-b", 2)]  # fmt: skip
+    other = {"mode": "sum", "records": [record(7, "client-a", 12, day=13)]}
+    conflict = httpx.post(url, json=other, headers=new | {"Idempotency-Key": "spool-7"},
+                          timeout=120)  # fmt: skip
+    assert conflict.status_code == 409 and "another body" in conflict.json()["detail"]
     assert served.batches().equals(before)

@@ -47,7 +47,7 @@ LATER = (REPORT_TABLES | SERVICE_TABLES | WEB_TABLES | CATALOG_TABLES | WITHDRAW
 TABLES = {"store_meta", "rule_file", "rule_version", "batch", "batch_cell", "batch_file",
           *RUN_TABLES, *CYCLE_TABLES, *SERVICE_TABLES, *REPORT_TABLES, *WEB_TABLES,
           *CATALOG_TABLES, *WITHDRAW_TABLES, *BILLING_TABLES}  # fmt: skip
-HEAD = "0013"
+HEAD = "0014"
 BATCH_TABLES = {"batch", "batch_cell", "batch_file"}
 runner = CliRunner()
 
@@ -77,7 +77,8 @@ def assert_one_line_refusal(result, *fragments: str) -> str:
 
 def test_the_migrations_form_one_chain_ending_at_head():
     assert known_revisions() == {"0001", "0002", "0003", "0004", "0005", "0006", "0007",
-                                 "0008", "0009", "0010", "0011", "0012", "0013"}  # fmt: skip
+                                 "0008", "0009", "0010", "0011", "0012", "0013",
+                                 "0014"}  # fmt: skip
     assert head_revision() == HEAD
 
 
@@ -93,6 +94,13 @@ def test_upgrade_from_empty_then_down_to_base_and_up_again(store_url: str):
     for name in ("month_event", "statement"):
         assert "client_reason" in {c["name"] for c in inspect(engine).get_columns(name)}
     assert "invoice" in {c["name"] for c in inspect(engine).get_columns("run")}
+    key_index = {i["name"] for i in inspect(engine).get_indexes("idempotency_key")}
+    assert "ix_idempotency_key_key" in key_index
+    downgrade(engine, "0013")
+    assert current_revision(engine) == "0013" and tables(engine) == TABLES
+    assert "ix_idempotency_key_key" not in {
+        i["name"] for i in inspect(engine).get_indexes("idempotency_key")
+    }
     downgrade(engine, "0012")
     assert current_revision(engine) == "0012" and tables(engine) == TABLES - BILLING_TABLES
     assert "invoice" not in {c["name"] for c in inspect(engine).get_columns("run")}
