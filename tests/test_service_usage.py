@@ -21,7 +21,7 @@ from tenantcost.store.engine import open_engine
 from tenantcost.store.models import Batch, BatchFile, table
 from tenantcost.store.settings import resolve_settings
 
-from .service_server import Service, create_token, example_store, running_service
+from .service_server import Service, create_token, example_store, running_service, tenantcost
 
 MAX_RECORDS = 40
 
@@ -239,3 +239,58 @@ def test_parquet_bulk_is_one_batch(served: Served) -> None:
     refused = httpx.post(url, content=buffer.getvalue(), headers=served.headers)
     assert refused.status_code == 422
     assert refused.json()["detail"].startswith("usage.parquet, row 5, column 'requests'")
+
+
+def test_a_sum_batch_lacking_a_stored_metric_gets_zero_there(served: Served) -> None:
+    """A meter or an OTLP export posting one metric: `sum` fills the stored metric columns
+    it lacks with 0 (JSON and Parquet); `replace` lacking one and a new metric are 422."""
+    only = {k: v for k, v in record(5, "client-a", 3, day=12).items() if k != "cpu_seconds"}
+    answer = served.post({"mode": "sum", "records": [only]})
+    assert answer.status_code == 200, answer.text
+    frame = pd.DataFrame([only]).drop(columns=["requests"]).assign(cpu_seconds=0.25)
+    for column in ("window_start", "window_end"):
+        frame[column] = pd.to_datetime(frame[column], utc=True)
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    bulk = httpx.post(f"{served.service.url}/api/v1/usage.parquet", params={"mode": "sum"},
+                      content=buffer.getvalue(), headers=served.headers)  # fmt: skip
+    assert bulk.status_code == 200, bulk.text
+    rows = served.usage_rows()
+    cell = rows[rows["window_start"].astype(str).str.startswith("2026-12-12 05")]
+    assert sorted(zip(cell["requests"], cell["cpu_seconds"], strict=True)) == [(0, 0.25), (3, 0)]
+    before = served.batches()
+    replace = served.post({"mode": "replace", "records": [only]})
+    assert replace.status_code == 422 and "a replace batch must carry all" in replace.text
+    extra = served.post({"mode": "sum", "records": [record(6, "client-a", day=12, bytes_out=9)]})
+    assert extra.status_code == 422 and "may not add a metric column" in extra.text
+    assert served.batches().equals(before)
+
+
+def test_a_key_is_replayed_across_a_token_rotation(served: Served) -> None:
+    """Keys are store-wide: a spooled batch delivered by the next token after a rotation is
+    the stored answer, replayed, and adds nothing; another body under that key is 409."""
+    old = {"Authorization": f"Bearer {create_token(served.db, 'ingest', 'meter-old')}"}
+    body = {"mode": "sum", "records": [record(7, "client-a", 11, day=13),
+                                       record(7, "client-b", 2, day=13)]}  # fmt: skip
+    url = f"{served.service.url}/api/v1/usage"
+    first = httpx.post(url, json=body, headers=old | {"Idempotency-Key": "spool-7"}, timeout=120)
+    assert first.status_code == 200, first.text
+    before, rows = served.batches(), served.usage_rows()
+    tenantcost("token", "revoke", "meter-old", "--db", served.db)
+    assert httpx.post(url, json=body, headers=old | {"Idempotency-Key": "spool-7"},
+                      timeout=120).status_code == 401  # fmt: skip
+    new = {"Authorization": f"Bearer {create_token(served.db, 'ingest', 'meter-new')}"}
+    again = httpx.post(url, json=body, headers=new | {"Idempotency-Key": "spool-7"}, timeout=120)
+    assert again.status_code == 200, again.text
+    assert again.json() == first.json() and again.headers["idempotent-replayed"] == "true"
+    assert served.batches().equals(before)
+    after = served.usage_rows()
+    assert after.equals(rows)
+    day13 = after[after["window_start"].astype(str).str.startswith("2026-12-13")]
+    assert sorted(zip(day13["client"], day13["requests"], strict=True)) == [
+        ("client-a", 11), ("client-b", 2)]  # fmt: skip
+    other = {"mode": "sum", "records": [record(7, "client-a", 12, day=13)]}
+    conflict = httpx.post(url, json=other, headers=new | {"Idempotency-Key": "spool-7"},
+                          timeout=120)  # fmt: skip
+    assert conflict.status_code == 409 and "another body" in conflict.json()["detail"]
+    assert served.batches().equals(before)

@@ -269,6 +269,50 @@ def test_an_unknown_mode_and_different_metrics_are_refused(store, tmp_path):
     assert snapshot(store) == before
 
 
+def test_a_sum_batch_lacking_a_stored_metric_adds_zero_there(store, tmp_path):
+    """`sum` fills the stored metric columns it lacks with 0 (in its files too, so `run`
+    reads every cell whole); `replace` lacking one, or any batch adding one, is refused."""
+    usage = str(EXAMPLE / "usage.csv")
+    assert cli(store, "ingest", "usage", "--usage", usage).exit_code == 0
+    before = usage_rows(store)
+    only = tmp_path / "requests.csv"
+    only.write_text("window_start,window_end,service,client,requests\n"
+                    "2026-11-03T10:00:00Z,2026-11-03T11:00:00Z,api,client-b,4\n"
+                    "2026-11-03T10:00:00Z,2026-11-03T11:00:00Z,api,meter-new,7\n")  # fmt: skip
+    tried = cli(store, "ingest", "usage", "--usage", str(only), "--mode", "sum", "--dry-run")
+    assert tried.exit_code == 0, tried.output
+    done = cli(store, "ingest", "usage", "--usage", str(only), "--mode", "sum")
+    assert done.exit_code == 0, done.output
+    after = usage_rows(store)
+    assert len(after) == len(before) + 1
+    key = ["window_start", "service", "client"]
+    merged = after.merge(before, on=key, how="left", suffixes=("", "_was"))
+    b = merged[merged["client"] == "client-b"].iloc[0]
+    was = before[(before["client"] == "client-b")].iloc[0]
+    assert (b["requests"], b["cpu_seconds"]) == (was["requests"] + 4, was["cpu_seconds"])
+    new = after[after["client"] == "meter-new"].iloc[0]
+    assert (new["requests"], new["cpu_seconds"]) == (7, 0)
+    untouched = merged[~merged["client"].isin(["client-b", "meter-new"])]
+    assert (untouched["requests"] == untouched["requests_was"]).all()
+    latest = max(batches(store), key=lambda b: b.id)
+    [written] = [f for f in files(store) if latest.uid in f]
+    stored = pd.read_parquet(store[1] / written)
+    assert list(stored.columns)[-2:] == ["requests", "cpu_seconds"]
+    assert stored["cpu_seconds"].tolist() == [0.0, 0.0]
+    snap = snapshot(store)
+    refused = cli(store, "ingest", "usage", "--usage", str(only))  # replace
+    assert refused.exit_code == 2, refused.output
+    assert "a replace batch must carry all of them" in refused.stderr
+    extra = tmp_path / "extra.csv"
+    extra.write_text("window_start,window_end,service,client,requests,cpu_seconds,bytes_out\n"
+                     "2026-11-03T10:00:00Z,2026-11-03T11:00:00Z,api,client-b,1,1,1\n")  # fmt: skip
+    refused = cli(store, "ingest", "usage", "--usage", str(extra), "--mode", "sum")
+    assert refused.exit_code == 2, refused.output
+    assert "a batch may not add a metric column to the stored usage" in refused.stderr
+    assert "\n" not in refused.stderr.strip() and "Traceback" not in refused.output
+    assert snapshot(store) == snap
+
+
 def test_a_killed_ingest_leaves_the_store_unchanged_and_is_cleaned_next_time(store, tmp_path):
     url, data = store
     usage = str(EXAMPLE / "usage.csv")

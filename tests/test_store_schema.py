@@ -78,7 +78,8 @@ def assert_one_line_refusal(result, *fragments: str) -> str:
 
 def test_the_migrations_form_one_chain_ending_at_head():
     assert known_revisions() == {"0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008",
-                                 "0009", "0010", "0011", "0012", "0013", "0015"}  # fmt: skip
+                                 "0009", "0010", "0011", "0012", "0013", "0014",
+                                 "0015"}  # fmt: skip
     assert head_revision() == HEAD
 
 
@@ -94,9 +95,16 @@ def test_upgrade_from_empty_then_down_to_base_and_up_again(store_url: str):
     for name in ("month_event", "statement"):
         assert "client_reason" in {c["name"] for c in inspect(engine).get_columns(name)}
     assert "invoice" in {c["name"] for c in inspect(engine).get_columns("run")}
+    key_index = {i["name"] for i in inspect(engine).get_indexes("idempotency_key")}
+    assert "ix_idempotency_key_key" in key_index
+    downgrade(engine, "0014")
+    assert current_revision(engine) == "0014" and tables(engine) == TABLES - OTLP_TABLES
     downgrade(engine, "0013")
-    assert current_revision(engine) == "0013" and tables(engine) == TABLES - OTLP_TABLES
     at_0013 = TABLES - OTLP_TABLES
+    assert current_revision(engine) == "0013" and tables(engine) == at_0013
+    assert "ix_idempotency_key_key" not in {
+        i["name"] for i in inspect(engine).get_indexes("idempotency_key")
+    }
     downgrade(engine, "0012")
     assert current_revision(engine) == "0012" and tables(engine) == at_0013 - BILLING_TABLES
     assert "invoice" not in {c["name"] for c in inspect(engine).get_columns("run")}

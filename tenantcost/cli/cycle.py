@@ -19,6 +19,7 @@ from tenantcost.cli.store import DataOpt, DbOpt, SettingsOpt, WaitOpt, _register
 if TYPE_CHECKING:
     from tenantcost.store.cycle import Closed
     from tenantcost.store.runs import RecordedRun
+    from tenantcost.store.settings import StoreSettings
 
 FormatOpt = Annotated[str, typer.Option("--format", help="table (default) or json.")]
 
@@ -87,13 +88,21 @@ def status_command(
         str | None, typer.Option("--month", help="Only this month YYYY-MM (default: all).")
     ] = None,
     fmt: FormatOpt = "table",
+    usage: Annotated[
+        bool,
+        typer.Option(
+            "--usage",
+            help="Instead: the stored usage totals per month, service and client (the live "
+            "rows `run` reads; client \"\" = no client), one column per metric.",
+        ),
+    ] = False,
     db: DbOpt = None,
     data: DataOpt = None,
     settings: SettingsOpt = None,
 ) -> None:
     """Per month: hours covered by costs and by usage, runs, state, revisions; and the
     billing coverage of a month with billing data (hours, billing periods, invoices, last
-    batch)."""
+    batch). With --usage: each month's usage totals per service and client."""
     from tenantcost.cli.run import check_format
     from tenantcost.store.schema import current_store
     from tenantcost.store.settings import resolve_settings
@@ -103,9 +112,23 @@ def status_command(
     if month is not None:
         _month(month)
     resolved = resolve_settings(db, data, settings)
+    if usage:
+        _print_usage_totals(resolved.require_data(), resolved, month, fmt)
+        return
     with current_store(resolved) as engine:
         months = month_status(engine, month)
     typer.echo(json.dumps(months, indent=2) if fmt == "json" else status_table(months))
+
+
+def _print_usage_totals(data: str, resolved: StoreSettings, month: str | None, fmt: str) -> None:
+    from tenantcost.store.data import DataDir, Store
+    from tenantcost.store.schema import current_store
+    from tenantcost.store.usage_totals import all_usage_totals, totals_document, totals_table
+
+    with current_store(resolved) as engine:
+        totals = all_usage_totals(Store(engine, DataDir(data)), month)
+    text = json.dumps(totals_document(totals), indent=2) if fmt == "json" else None
+    typer.echo(text if text is not None else totals_table(totals))
 
 
 @_register(app, "close")

@@ -28,7 +28,9 @@ from tenantcost.report.display import (
 )
 from tenantcost.report.invoice_view import InvoiceView, invoice_view
 from tenantcost.service import page_data
+from tenantcost.service.month_usage import UsageView, usage_view
 from tenantcost.service.urls import api_client_path, client_href
+from tenantcost.store.data import Store
 from tenantcost.timefmt import utc
 
 PER_PAGE_CHOICES = (25, 50, 100, 200, 500)
@@ -354,10 +356,16 @@ class MonthView:
     incomplete: bool
     events: list[dict[str, Any]]
     run: RunView | None
+    usage: UsageView | None = None
+    """The month's usage totals per service and client (one page); ``None`` without a data
+    directory."""
 
 
-def month_view(engine: Engine, month: str, page: int) -> MonthView:
-    """The finance month page: state, events, and the issued (closed) or latest (draft) run."""
+def month_view(
+    engine: Engine, month: str, page: int, store: Store | None = None, usage_page: int = 1
+) -> MonthView:
+    """The finance month page: state, events, the issued (closed) or latest (draft) run, and
+    the usage totals (:mod:`tenantcost.service.month_usage`)."""
     from tenantcost.store.cycle import latest_issued
     from tenantcost.store.status import month_status
 
@@ -388,6 +396,7 @@ def month_view(engine: Engine, month: str, page: int) -> MonthView:
             for e in events.to_dict("records")
         ],
         run=run,
+        usage=usage_view(store, month, usage_page, page),
     )
 
 

@@ -351,11 +351,19 @@ def months_page(request: Request) -> Response:
 
 
 def _month_response(
-    request: Request, month: str, *, page: int = 1, status: int = 200, **context: Any
+    request: Request,
+    month: str,
+    *,
+    page: int = 1,
+    usage_page: int = 1,
+    status: int = 200,
+    **context: Any,
 ) -> Response:
     from tenantcost.service import page_views
 
-    view = page_views.month_view(request.app.state.engine, month, page)
+    view = page_views.month_view(
+        request.app.state.engine, month, page, request.app.state.store, usage_page
+    )
     context.setdefault("message", "")
     context.setdefault("error", "")
     return render(
@@ -368,15 +376,17 @@ def month_page(
     request: Request,
     month: str,
     page: PageNumber = 1,
+    usage_page: PageNumber = 1,
     done: str = Query(""),
 ) -> Response:
     """Finance: the month's cascade, waterfall, idle, clients under each key, close/reopen,
-    run and batch provenance."""
+    run and batch provenance, usage totals per service and client."""
     authorize(request, get_principal(request), Action.VIEW_CLUSTER)
     _known_month(month)
     from tenantcost.service import page_views
 
-    return _month_response(request, month, page=page, message=page_views.done_message(done))
+    return _month_response(request, month, page=page, usage_page=usage_page,
+                           message=page_views.done_message(done))  # fmt: skip
 
 
 def _known_month(month: str) -> None:

@@ -15,7 +15,11 @@ could not check yet (no rule version stored for those hours) is the answer's ``w
 
 **Idempotency-Key.** The first answer to a key is stored (table ``idempotency_key``) in the
 batch's own transaction: a retry with the same key and body gets that answer and writes
-nothing; the same key with another body is 409. Two requests racing with one key are
+nothing; the same key with another body is 409. Keys are store-wide, not per token: a meter
+spools a batch with its key, and when the batch is delivered after its token was rotated
+(revoked, a new token issued), the new token's retry must be replayed, not added. The key is
+random (a uuid) and the stored answer is given only for the same body, so sharing the key
+space tells another token nothing it did not send. Two requests racing with one key are
 serialised by the write lock: the second finds the first's row inside the transaction and its
 batch rolls back. "The same body" is compared by a digest of its canonical form
 (:func:`_canonical_digest`): for JSON, the parsed ``mode`` and ``records`` serialised with
@@ -95,18 +99,22 @@ def _key_conflict(key: str) -> HTTPException:
     )
 
 
-def _stored_answer(conn: Connection, principal: Principal, key: str, digest: str) -> Answer | None:
+def _stored_answer(conn: Connection, key: str, digest: str) -> Answer | None:
+    """The stored answer to ``key`` from any token (keys are store-wide), ``None`` for a new
+    key; 409 for a key stored with another body. Keys stored per token before 0014 may be
+    held by several tokens: the one with this body answers."""
     k = table(IdempotencyKey).c
-    row = conn.execute(
-        select(k.request_sha256, k.status_code, k.response).where(
-            k.token_name == principal.name, k.key == key
-        )
-    ).first()
-    if row is None:
+    rows = conn.execute(
+        select(k.request_sha256, k.status_code, k.response)
+        .where(k.key == key)
+        .order_by(k.created_at, k.token_name)
+    ).all()
+    if not rows:
         return None
-    if row.request_sha256 != digest:
+    same = next((row for row in rows if row.request_sha256 == digest), None)
+    if same is None:
         raise _key_conflict(key)
-    return Answer(int(row.status_code), json.loads(row.response))
+    return Answer(int(same.status_code), json.loads(same.response))
 
 
 def _check_key(key: str | None) -> str | None:
@@ -234,7 +242,7 @@ class _Recorder:
         self.answer = Answer(200, _ingested_document(done))
         if self.key is None:
             return
-        stored = _stored_answer(conn, self.principal, self.key, self.digest)
+        stored = _stored_answer(conn, self.key, self.digest)
         if stored is not None:
             raise _Replay(stored)
         row = {
@@ -317,7 +325,7 @@ def _replayed(
     if key is None:
         return None
     with request.app.state.engine.connect() as conn:
-        stored = _stored_answer(conn, principal, key, digest)
+        stored = _stored_answer(conn, key, digest)
     return stored.response(replayed=True) if stored is not None else None
 
 
@@ -351,7 +359,8 @@ IdempotencyHeader = Annotated[
     Header(
         alias="Idempotency-Key",
         description="A retry with the same key and body returns "
-        "the first answer and changes nothing; another body is 409.",
+        "the first answer and changes nothing; another body is 409. Keys are store-wide: "
+        "a retry from another token (after a rotation) is replayed too.",
     ),
 ]
 

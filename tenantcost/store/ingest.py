@@ -20,6 +20,8 @@ removed at once or by the next ingest, and no reader opens them meanwhile.
 cells: earlier batches' rows of those cells no longer count (they stay on disk, and in the
 catalog, for provenance). ``sum`` adds the batch's rows to what the cells hold (partial counts
 sent during the hour); usage rows of the same window, service and client are then summed.
+A ``sum`` batch may lack some of the stored usage's metric columns (a meter or an OTLP export
+posting one metric): its rows are written with 0 there (:func:`_check_metrics`).
 Ingesting the same file twice with ``replace`` therefore leaves the stored usage as it was;
 into a closed month, it is answered "nothing would change" and nothing is written
 (:func:`_same_as_stored`), where any other batch is refused.
@@ -163,15 +165,16 @@ def ingest_usage_source(
                    period.end if period is not None else last_end)  # fmt: skip
     if dry_run:
         with store.engine.connect() as conn:
-            view = _usage_view(conn, source, full.origin, first, last_end)
+            filled = _check_metrics(conn, store.data, con, source.metrics, full.origin, mode)
+            view = _usage_view(conn, source, full.origin, first, last_end, filled)
         _, cells = _usage_days(con, source, days, None, view)  # validates every day
         return shape.dry_run(len(cells), view.warnings())
     notes: list[str] = []
 
     def build(conn: Connection, folder: Path) -> tuple[list[_Part], pd.DataFrame]:
-        _check_metrics(conn, store.data, con, source.metrics, full.origin)
-        view = _usage_view(conn, source, full.origin, first, last_end)
-        built = _usage_days(con, source, days, folder, view)
+        filled = _check_metrics(conn, store.data, con, source.metrics, full.origin, mode)
+        view = _usage_view(conn, source, full.origin, first, last_end, filled)
+        built = _usage_days(con, source, days, folder, view, filled)
         notes.extend(view.warnings())
         return built
 
@@ -179,12 +182,17 @@ def ingest_usage_source(
 
 
 def _usage_view(
-    conn: Connection, source: UsageSource, origin: str, start: pd.Timestamp, end: pd.Timestamp
+    conn: Connection,
+    source: UsageSource,
+    origin: str,
+    start: pd.Timestamp,
+    end: pd.Timestamp,
+    filled: Sequence[str] = (),
 ) -> StoreView:
     """What the store holds that the usage must agree with; refuses a batch without a
-    column the stored rules split by."""
+    column the stored rules split by (a column ``filled`` with 0 is one it has)."""
     view = read_view(conn, start, end)
-    check_key_columns(view, source.metrics, origin)
+    check_key_columns(view, [*source.metrics, *filled], origin)
     return view
 
 
@@ -385,11 +393,13 @@ def _usage_days(
     days: pd.DatetimeIndex,
     folder: Path | None,
     view: StoreView,
+    filled: Sequence[str] = (),
 ) -> tuple[list[_Part], pd.DataFrame]:
     """Validate usage one day at a time (as ``allocate`` does per chunk, and against what
     the store holds: ``view``) and, with a ``folder``, write each day's rows in canonical
-    order; returns the parts and the cells."""
-    columns = ", ".join(quote(c) for c in [*USAGE_KEY_COLUMNS, *source.metrics])
+    order, with 0 in the ``filled`` metric columns; returns the parts and the cells."""
+    zeros = [f"CAST(0 AS DOUBLE) AS {quote(m)}" for m in filled]
+    columns = ", ".join([*(quote(c) for c in [*USAGE_KEY_COLUMNS, *source.metrics]), *zeros])
     order = ", ".join(USAGE_KEY_COLUMNS)
     parts: list[_Part] = []
     cells: list[pd.DataFrame] = []
@@ -473,9 +483,15 @@ def _check_metrics(
     con: duckdb.DuckDBPyConnection,
     metrics: list[str],
     origin: str,
-) -> None:
+    mode: str,
+) -> list[str]:
     """All stored usage has the same metric columns (as all files of one ``allocate`` must):
-    a batch with others would leave cells without a value for some key."""
+    a batch with others would leave cells without a value for some key. A ``sum`` batch may
+    lack some of the stored columns: it adds 0 to them, so its files get them as 0 (the
+    returned columns, in the stored order). A meter or an OTLP export posting one metric
+    then adds to its cells without inventing usage. A ``replace`` batch lacking one would
+    set the cells' other metrics to 0, and a metric the store lacks would leave the stored
+    cells without it: both are refused."""
     b, f = table(Batch).c, table(BatchFile).c
     query = (
         select(b.uid, f.path)
@@ -486,7 +502,7 @@ def _check_metrics(
     )
     latest = conn.execute(query).first()
     if latest is None:
-        return
+        return []
     if not data.local:
         register_filesystems(con, [data.protocol])
     path = data.reader_path(str(latest.path)).replace("'", "''")
@@ -494,13 +510,18 @@ def _check_metrics(
         f"DESCRIBE SELECT * FROM read_parquet('{path}', hive_partitioning = false)"
     ).fetchall()
     stored = [str(r[0]) for r in described if str(r[0]) not in USAGE_KEY_COLUMNS]
-    if set(stored) != set(metrics):
-        raise InputError(
-            f"usage metric columns ({', '.join(metrics)}) differ from the stored usage's "
-            f"({', '.join(stored)}, batch {latest.uid[:12]}); all stored usage has the same "
-            "metric columns",
-            file=origin,
-        )
+    missing = [m for m in stored if m not in metrics]
+    if set(metrics) <= set(stored) and (mode == "sum" or not missing):
+        return missing
+    if set(metrics) <= set(stored):
+        rule = "a replace batch must carry all of them (a sum batch lacking some adds 0 there)"
+    else:
+        rule = "a batch may not add a metric column to the stored usage"
+    raise InputError(
+        f"usage metric columns ({', '.join(metrics)}) differ from the stored usage's "
+        f"({', '.join(stored)}, batch {latest.uid[:12]}); {rule}",
+        file=origin,
+    )
 
 
 def _commit(conn: Connection, batch: Batch, cells: pd.DataFrame, files: list[BatchFile]) -> int:

@@ -583,12 +583,15 @@ class IdempotencyKey(StoreModel, table=True):
     """The first answer to a ``POST /api/v1/usage`` carrying an ``Idempotency-Key`` (0006),
     written in the batch's own transaction: a retry with the same key and body gets this
     answer and changes nothing; the same key with another body (``request_sha256``) is 409.
-    Keys are per token (two applications cannot collide)."""
+    Keys are looked up store-wide (0014 indexes ``key``), whichever token sent them: a batch
+    spooled by a meter and delivered after its token was rotated is replayed, not added.
+    ``token_name`` records who sent the key first (it stays in the primary key, so rows
+    stored per token before 0014, one key under two tokens, remain valid)."""
 
     __tablename__ = "idempotency_key"
 
     token_name: str = Field(primary_key=True, max_length=200)
-    key: str = Field(primary_key=True, max_length=200)
+    key: str = Field(primary_key=True, max_length=200, index=True)
     request_sha256: str = Field(max_length=64)
     status_code: int = Field()
     response: str = Field(sa_type=Text)

@@ -6,7 +6,7 @@ neither counts a series twice nor loses it), and a point at or before the kept o
 already. ``seen_at`` is when the series last arrived: rows not seen for 48 hours are deleted.
 
 Revision ID: 0015
-Revises: 0013
+Revises: 0014
 Create Date: 2026-12-01
 """
 
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0015"
-down_revision = "0013"
+down_revision = "0014"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,160 @@
+"""Usage totals per month, service and client: what the store's live usage adds up to.
+
+Why it exists: usage measured where it happens (the meter, an OTLP export) arrives as many
+small ``sum`` batches, and the first thing a newcomer wants to see is whether each client's
+requests and CPU time arrived (``tenantcost status --usage``, the finance month page). The
+figures must be the ones ``run`` would split by, so they are read through
+:func:`tenantcost.store.stored.stored_usage`, the very rows ``run`` reads: committed batches
+only, the latest ``replace`` batch of each cell and the ``sum`` batches after it, withdrawn
+batches nowhere. They are aggregated in DuckDB (one ``GROUP BY`` per month over the Parquet
+scan, no Python loop per row); only the (service, client) totals come back.
+
+A client ``""`` is usage without a client (its cost is reported as unattributed). Numbers:
+a metric column whose totals are all whole is given as integers (``requests``), any other
+as floats rounded to 9 decimals (the sums of float columns carry binary noise beyond that;
+usage values are at most 6 decimals in practice).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import pandas as pd
+from sqlalchemy import Engine, select
+
+from tenantcost.split import quote
+from tenantcost.store.data import Store
+from tenantcost.store.models import Batch, BatchFile, table
+from tenantcost.store.stored import stored_usage
+from tenantcost.windows import Period
+
+NO_CLIENT = "(no client)"
+"""How tables and pages show the empty client (usage without a client)."""
+DECIMALS = 9
+_WHOLE_LIMIT = 2.0**53
+"""Beyond this a double no longer holds every integer: such totals stay floats."""
+
+
+@dataclass(frozen=True)
+class UsageTotals:
+    """One month's usage totals: ``rows`` has ``service, client`` and one column per metric,
+    sorted by service and client; ``count`` is every (service, client) of the month (``rows``
+    may be one page of them)."""
+
+    month: str
+    metrics: list[str]
+    rows: pd.DataFrame
+    count: int
+
+    def document(self) -> dict[str, Any]:
+        """The month's object in ``status --usage --format json``."""
+        return {"month": self.month, "metrics": list(self.metrics),
+                "usage": _numbers(self.rows, self.metrics).to_dict("records")}  # fmt: skip
+
+
+def usage_months(engine: Engine) -> list[str]:
+    """Every month ``YYYY-MM`` with a file of a committed usage batch, in order."""
+    b, f = table(Batch).c, table(BatchFile).c
+    query = (
+        select(f.day)
+        .join_from(table(BatchFile), table(Batch), b.id == f.batch_id)
+        .where(b.kind == "usage", b.status == "committed")
+        .distinct()
+    )
+    with engine.connect() as connection:
+        days = pd.Series(connection.execute(query).scalars().all(), dtype="object")
+    return sorted(days.str[:7].unique().tolist()) if not days.empty else []
+
+
+def usage_totals(
+    store: Store,
+    month: str,
+    con: duckdb.DuckDBPyConnection | None = None,
+    *,
+    limit: int | None = None,
+    offset: int = 0,
+) -> UsageTotals:
+    """The live usage of ``month`` summed per service and client (``limit`` rows from
+    ``offset`` of them, for a page; all by default)."""
+    from tenantcost.split import connect
+
+    con = con if con is not None else connect()
+    source = stored_usage(store, Period.month(month), con)
+    if source is None:
+        return UsageTotals(month, [], _empty([]), 0)
+    metrics = list(source.metrics)
+    sums = ", ".join(f"fsum({quote(m)}) AS {quote(m)}" for m in metrics)
+    grouped = (
+        f"SELECT service, client, {sums} FROM ({source.relation(con)}) "
+        "GROUP BY service, client"
+    )
+    counted = con.execute(f"SELECT count(*) FROM ({grouped})").fetchall()
+    page = f" LIMIT {int(limit)} OFFSET {int(offset)}" if limit is not None else ""
+    rows = con.execute(f"{grouped} ORDER BY service, client{page}").df()
+    return UsageTotals(month, metrics, rows, int(counted[0][0]) if counted else 0)
+
+
+def all_usage_totals(store: Store, month: str | None = None) -> list[UsageTotals]:
+    """``month`` alone (even without usage), else every month with stored usage."""
+    from tenantcost.split import connect
+
+    con = connect()
+    months = [month] if month is not None else usage_months(store.engine)
+    return [usage_totals(store, m, con) for m in months]  # one GROUP BY per month
+
+
+def totals_document(totals: list[UsageTotals]) -> dict[str, Any]:
+    """``status --usage --format json``."""
+    return {"months": [t.document() for t in totals]}
+
+
+def totals_table(totals: list[UsageTotals]) -> str:
+    """``status --usage`` as a text table: one row per (month, service, client)."""
+    from tenantcost.writers.text import render_table
+
+    metrics = list(dict.fromkeys(m for t in totals for m in t.metrics))
+    header = ["month", "service", "client", *metrics]
+    rows = [
+        [t.month, str(r["service"]), shown_client(str(r["client"])),
+         *(str(r[m]) if m in r else "-" for m in metrics)]
+        for t in totals
+        for r in _numbers(t.rows, t.metrics).to_dict("records")
+    ]  # fmt: skip  # one line per (service, client) shown: output, not computation
+    if not rows:
+        return "(no stored usage)"
+    return render_table(header, rows, set(range(3, len(header))))
+
+
+def shown_client(client: str) -> str:
+    """A client as tables and pages show it: ``(no client)`` for usage without one."""
+    return client if client else NO_CLIENT
+
+
+def _numbers(rows: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
+    """Each metric column as integers when all its totals are whole, else rounded floats
+    (column by column, not per value: a column keeps one type)."""
+    out = rows.astype({"service": "object", "client": "object"})
+    for metric in metrics:
+        values = out[metric].astype("float64")
+        whole = bool(((values % 1 == 0) & (values.abs() < _WHOLE_LIMIT)).all())
+        out[metric] = values.astype("int64") if whole else values.round(DECIMALS)
+        out[metric] = out[metric].astype("object")  # Python numbers for json.dumps
+    return out
+
+
+def _empty(metrics: list[str]) -> pd.DataFrame:
+    return pd.DataFrame(columns=["service", "client", *metrics])
+
+
+__all__ = [
+    "NO_CLIENT",
+    "UsageTotals",
+    "all_usage_totals",
+    "shown_client",
+    "totals_document",
+    "totals_table",
+    "usage_months",
+    "usage_totals",
+]
