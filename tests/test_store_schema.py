@@ -41,13 +41,14 @@ WEB_TABLES = {"web_session_end"}
 CATALOG_TABLES = {"catalog_load", "catalog_client"}
 WITHDRAW_TABLES = {"batch_withdrawal"}
 BILLING_TABLES = {"billing_cell"}
+COMPACTION_TABLES = {"usage_compaction"}
 LATER = (REPORT_TABLES | SERVICE_TABLES | WEB_TABLES | CATALOG_TABLES | WITHDRAW_TABLES
-         | BILLING_TABLES)
+         | BILLING_TABLES | COMPACTION_TABLES)
 """The tables after 0005 (cycle), dropped by the first downgrade steps."""
 TABLES = {"store_meta", "rule_file", "rule_version", "batch", "batch_cell", "batch_file",
           *RUN_TABLES, *CYCLE_TABLES, *SERVICE_TABLES, *REPORT_TABLES, *WEB_TABLES,
-          *CATALOG_TABLES, *WITHDRAW_TABLES, *BILLING_TABLES}  # fmt: skip
-HEAD = "0013"
+          *CATALOG_TABLES, *WITHDRAW_TABLES, *BILLING_TABLES, *COMPACTION_TABLES}  # fmt: skip
+HEAD = "0016"
 BATCH_TABLES = {"batch", "batch_cell", "batch_file"}
 runner = CliRunner()
 
@@ -77,7 +78,7 @@ def assert_one_line_refusal(result, *fragments: str) -> str:
 
 def test_the_migrations_form_one_chain_ending_at_head():
     assert known_revisions() == {"0001", "0002", "0003", "0004", "0005", "0006", "0007",
-                                 "0008", "0009", "0010", "0011", "0012", "0013"}  # fmt: skip
+                                 "0008", "0009", "0010", "0011", "0012", "0013", "0016"}  # fmt: skip
     assert head_revision() == HEAD
 
 
@@ -93,15 +94,23 @@ def test_upgrade_from_empty_then_down_to_base_and_up_again(store_url: str):
     for name in ("month_event", "statement"):
         assert "client_reason" in {c["name"] for c in inspect(engine).get_columns(name)}
     assert "invoice" in {c["name"] for c in inspect(engine).get_columns("run")}
+    batch_file_indexes = {i["name"] for i in inspect(engine).get_indexes("batch_file")}
+    assert "ix_batch_file_day_batch_id" in batch_file_indexes
+    downgrade(engine, "0013")
+    assert tables(engine) == TABLES - COMPACTION_TABLES
+    batch_file_indexes = {i["name"] for i in inspect(engine).get_indexes("batch_file")}
+    assert "ix_batch_file_day_batch_id" not in batch_file_indexes
     downgrade(engine, "0012")
-    assert current_revision(engine) == "0012" and tables(engine) == TABLES - BILLING_TABLES
+    assert current_revision(engine) == "0012"
+    assert tables(engine) == TABLES - BILLING_TABLES - COMPACTION_TABLES
     assert "invoice" not in {c["name"] for c in inspect(engine).get_columns("run")}
     downgrade(engine, "0011")
-    assert current_revision(engine) == "0011" and tables(engine) == TABLES - BILLING_TABLES
+    assert current_revision(engine) == "0011"
+    assert tables(engine) == TABLES - BILLING_TABLES - COMPACTION_TABLES
     for name in ("month_event", "statement"):
         assert "client_reason" not in {c["name"] for c in inspect(engine).get_columns(name)}
     downgrade(engine, "0010")
-    at_0010 = TABLES - WITHDRAW_TABLES - BILLING_TABLES
+    at_0010 = TABLES - WITHDRAW_TABLES - BILLING_TABLES - COMPACTION_TABLES
     assert current_revision(engine) == "0010" and tables(engine) == at_0010
     downgrade(engine, "0009")
     assert current_revision(engine) == "0009" and tables(engine) == at_0010
