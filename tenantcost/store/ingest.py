@@ -44,6 +44,7 @@ from sqlmodel import Session
 from tenantcost.errors import InputError
 from tenantcost.readers.costs import read_costs
 from tenantcost.split import connect, quote
+from tenantcost.store.compaction import compact_due, compaction_uids
 from tenantcost.store.cycle import MonthClosed, refuse_if_closed
 from tenantcost.store.data import DataDir, Store, file_sha256, partition
 from tenantcost.store.ingest_checks import (
@@ -292,6 +293,8 @@ def _store_batch(
                       window_to=shape.window_to.to_pydatetime(), actor=actor,
                       status="committed")  # fmt: skip
         replaced = _commit(conn, batch, cells, files)
+        if shape.kind == "usage":  # meter traffic: fold days with many loose files
+            compact_due(conn, store.data, [f.day for f in files])
         done = Ingested(shape.kind, uid, shape.mode, shape.rows, len(cells), replaced,
                         shape.skipped, shape.window_from, shape.window_to, batch.sha256,
                         len(files), cleaned, dry_run=False,
@@ -464,7 +467,9 @@ def _pause_for_tests() -> None:
 
 
 def _batch_uids(conn: Connection) -> set[str]:
-    return {str(uid) for uid in conn.execute(select(table(Batch).c.uid)).scalars()}
+    """The uids whose files are not leftovers: every batch's, every compaction's."""
+    batches = {str(uid) for uid in conn.execute(select(table(Batch).c.uid)).scalars()}
+    return batches | compaction_uids(conn)
 
 
 def _check_metrics(

@@ -31,6 +31,7 @@ from sqlalchemy import Engine, func, select
 from tenantcost.readers.canonical import conform_costs
 from tenantcost.readers.costs import sort_costs
 from tenantcost.split import quote
+from tenantcost.store.compaction import active, active_none, loose, loose_batches
 from tenantcost.store.data import UID_SQL, Store
 from tenantcost.store.ingest import CELL_COLUMNS, workload_key
 from tenantcost.store.models import Batch, BatchCell, BatchFile, table
@@ -136,52 +137,79 @@ class StoredUsage(ParquetUsage):
         return self
 
 
-def _files(store: Store, kind: str, period: Period) -> pd.DataFrame:
-    """The files of committed batches of ``kind`` whose day can hold windows of ``period``."""
-    b, f = table(Batch).c, table(BatchFile).c
+def _days(period: Period) -> tuple[str, str]:
+    """The first and last day (``YYYY-MM-DD``) whose files can hold windows of ``period``."""
     last_day = period.end - pd.Timedelta(microseconds=1)
-    query = (
-        select(b.uid, b.id, f.path)
-        .join_from(table(BatchFile), table(Batch), b.id == f.batch_id)
-        .where(b.kind == kind, b.status == "committed")
-        .where(f.day >= f"{period.start:%Y-%m-%d}", f.day <= f"{last_day:%Y-%m-%d}")
-        .order_by(b.id, f.day)
-    )
+    return f"{period.start:%Y-%m-%d}", f"{last_day:%Y-%m-%d}"
+
+
+def _files(store: Store, kind: str, period: Period) -> pd.DataFrame:
+    """The files to read for ``kind`` on the days that can hold windows of ``period``: each
+    day's active usage compaction (a virtual batch whose id is the largest it folds, its uid
+    the file's name) and the files of committed batches it does not fold
+    (:mod:`tenantcost.store.compaction`), by batch id."""
+    b, f = table(Batch).c, table(BatchFile).c
+    first, last = _days(period)
     with store.engine.connect() as connection:
-        rows = connection.execute(query).all()
-    return pd.DataFrame([tuple(r) for r in rows], columns=["uid", "batch_id", "path"])
+        done = active(connection, first, last) if kind == "usage" else active_none()
+        query = (
+            select(b.uid, b.id, f.path)
+            .join_from(table(BatchFile), table(Batch), b.id == f.batch_id)
+            .where(b.kind == kind, b.status == "committed")
+            .where(loose(kind, first, last, done))
+            .order_by(b.id, f.day)
+        )
+        rows = [tuple(r) for r in connection.execute(query).all()]
+    virtual = [(u, int(i), p) for u, i, p in done[["uid", "upto_batch_id", "path"]].itertuples(
+        index=False)]  # fmt: skip
+    frame = pd.DataFrame(virtual + rows, columns=["uid", "batch_id", "path"])
+    return frame.sort_values("batch_id", kind="stable").reset_index(drop=True)
 
 
 def _contested_cells(engine: Engine, kind: str, period: Period) -> pd.DataFrame:
-    """The cells of ``period`` that two or more committed batches hold (``window_start,
-    window_end, key``): only their rows need the which-batch-counts rule."""
-    b, c = table(Batch).c, table(BatchCell).c
-    query = (
-        select(c.window_start, c.window_end, c.key)
-        .join_from(table(BatchCell), table(Batch), b.id == c.batch_id)
-        .where(b.kind == kind, b.status == "committed")
-        .where(c.window_start >= period.start.to_pydatetime())
-        .where(c.window_start < period.end.to_pydatetime())
-        .group_by(c.window_start, c.window_end, c.key)
-        .having(func.count(func.distinct(b.id)) > 1)
-    )
+    """The cells of ``period`` that two or more of what is read hold (``window_start,
+    window_end, key``): only their rows need the which-batch-counts rule. What is read are
+    the day's compaction and the batches it does not fold: a cell two of those batches hold,
+    and (a superset, which the rule reads the same) every cell of a batch after a day's
+    compaction. The folded batches' cells are never walked."""
+    c = table(BatchCell).c
+    first, last = _days(period)
+    inside = (c.window_start >= period.start.to_pydatetime()) & (
+        c.window_start < period.end.to_pydatetime())  # fmt: skip
     with engine.connect() as connection:
-        rows = connection.execute(query).all()
-    return _cell_frame(pd.DataFrame([tuple(r) for r in rows], columns=CELL_COLUMNS))
+        done = active(connection, first, last) if kind == "usage" else active_none()
+        several = (
+            select(c.window_start, c.window_end, c.key)
+            .where(c.batch_id.in_(loose_batches(kind, first, last, done)), inside)
+            .group_by(c.window_start, c.window_end, c.key)
+            .having(func.count(func.distinct(c.batch_id)) > 1)
+        )
+        rows = [tuple(r) for r in connection.execute(several).all()]
+        for day in done["day"]:  # one query per compacted day: at most 31 for a month
+            after = loose_batches(kind, day, day, done[done["day"] == day])
+            rows += [tuple(r) for r in connection.execute(
+                select(c.window_start, c.window_end, c.key).distinct()
+                .where(c.batch_id.in_(after), inside)).all()]  # fmt: skip
+    frame = pd.DataFrame(rows, columns=CELL_COLUMNS).drop_duplicates()
+    return _cell_frame(frame.reset_index(drop=True))
 
 
 def _live_cells(engine: Engine, kind: str, period: Period) -> pd.DataFrame:
-    """Per cell of ``period``, the id of the latest committed ``replace`` batch holding it."""
-    b, c = table(Batch).c, table(BatchCell).c
-    query = (
-        select(c.window_start, c.window_end, c.key, func.max(b.id))
-        .join_from(table(BatchCell), table(Batch), b.id == c.batch_id)
-        .where(b.kind == kind, b.status == "committed", b.mode == "replace")
-        .where(c.window_start >= period.start.to_pydatetime())
-        .where(c.window_start < period.end.to_pydatetime())
-        .group_by(c.window_start, c.window_end, c.key)
-    )
+    """Per cell of ``period``, the id of the latest committed ``replace`` batch holding it,
+    among the batches no compaction folds (a folded ``replace`` batch's rows are in its day's
+    compaction, whose id is at least its own, so it need not be named)."""
+    c = table(BatchCell).c
+    first, last = _days(period)
     with engine.connect() as connection:
+        done = active(connection, first, last) if kind == "usage" else active_none()
+        replaces = loose_batches(kind, first, last, done, replace=True)
+        query = (
+            select(c.window_start, c.window_end, c.key, func.max(c.batch_id))
+            .where(c.batch_id.in_(replaces))
+            .where(c.window_start >= period.start.to_pydatetime())
+            .where(c.window_start < period.end.to_pydatetime())
+            .group_by(c.window_start, c.window_end, c.key)
+        )
         rows = connection.execute(query).all()
     frame = pd.DataFrame([tuple(r) for r in rows], columns=[*CELL_COLUMNS, "batch_id"])
     return _cell_frame(frame).astype({"batch_id": "int64"})
