@@ -69,6 +69,9 @@ START = pd.Timestamp("2026-11-01T00:00:00Z")
 MINUTES = 30 * 24 * 60
 HOUR = pd.Timedelta(hours=1)
 CHUNK = 20_000
+FOLD_EVERY = 1_000
+"""The bulk build folds a day every 1,000 batches (ingest does every 33): each fold reads the
+previous compacted file and those batches' files, so every file is read once, as by ingest."""
 
 
 def meter_rows(batches: int, processes: int, services: list[str], clients: list[str],
@@ -78,7 +81,7 @@ def meter_rows(batches: int, processes: int, services: list[str], clients: list[
     rng = np.random.default_rng(seed)
     index = np.arange(batches)
     slot = index // processes
-    minute = (slot * (MINUTES // max(1, -(-batches // processes)))) % MINUTES
+    minute = slot * MINUTES // max(1, -(-batches // processes))  # spread over the month
     count = rng.integers(1, max_clients + 1, size=batches)
     batch = np.repeat(index, count)
     offset = np.arange(len(batch)) - np.repeat(np.cumsum(count) - count, count)
@@ -114,7 +117,8 @@ def bulk_batches(store: Store, rows: pd.DataFrame) -> dict[str, float]:
         ids = of_day["batch"].unique()
         keep = len(ids) % (compaction.COMPACT_AFTER + 1)  # loose after ingest's last fold
         folded, loose = ids[: len(ids) - keep], ids[len(ids) - keep:]
-        for part, fold in ((folded, True), (loose, False)):
+        parts = [(folded[i:i + FOLD_EVERY], True) for i in range(0, len(folded), FOLD_EVERY)]
+        for part, fold in [*parts, (loose, False)]:
             t0 = time.perf_counter()
             _write_batches(store, str(day), of_day[of_day["batch"].isin(part)])
             timings["write"] += time.perf_counter() - t0
@@ -200,14 +204,20 @@ def prepare(url: str, data: Path, generated: Path, env: dict[str, str]) -> list[
     return store_args
 
 
-def timed_runs(store_args: list[str], repeat: int, env: dict[str, str]) -> tuple[float, dict]:
-    times, document = [], {}
+def timed_runs(
+    stores: list[list[str]], repeat: int, env: dict[str, str]
+) -> list[tuple[float, dict[str, Any]]]:
+    """``run`` on each store ``repeat`` times, interleaved (a busy machine slows both alike);
+    per store the median seconds and the last document."""
+    times: list[list[float]] = [[] for _ in stores]
+    documents: list[dict[str, Any]] = [{} for _ in stores]
     for _ in range(repeat):
-        seconds, out = tenantcost("run", "--month", MONTH, "--format", "json", *store_args,
-                                  env=env)  # fmt: skip
-        times.append(seconds)
-        document = json.loads(out)
-    return statistics.median(times), document
+        for n, store_args in enumerate(stores):
+            seconds, out = tenantcost("run", "--month", MONTH, "--format", "json",
+                                      *store_args, env=env)  # fmt: skip
+            times[n].append(seconds)
+            documents[n] = json.loads(out)
+    return [(statistics.median(t), d) for t, d in zip(times, documents, strict=True)]
 
 
 def amounts(document: dict[str, Any]) -> dict[str, Any]:
@@ -287,8 +297,8 @@ def _bench(args: argparse.Namespace) -> int:
     summed.to_parquet(one_file, index=False)
     one_ingest, _ = tenantcost("ingest", "usage", "--usage", str(one_file), *one_args, env=env)
 
-    meter_run, meter_doc = timed_runs(meter_args, args.repeat, env)
-    one_run, one_doc = timed_runs(one_args, args.repeat, env)
+    (meter_run, meter_doc), (one_run, one_doc) = timed_runs([meter_args, one_args],
+                                                            args.repeat, env)  # fmt: skip
     same = amounts(meter_doc) == amounts(one_doc) and bool(meter_doc["clients"])
     report = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),

@@ -12,7 +12,9 @@ renamed when complete, so no reader ever opens half a file. The SQL catalog is t
 point: a file is live only once the ``batch`` row of its uid is committed, and readers open
 only the files committed batches name. A file no committed batch names (an interrupted or
 failed batch) is ignored, and removed by :meth:`DataDir.clean` at the start of the next
-ingest, under the store's write lock (so no batch in progress can lose its files).
+ingest writing to its day, under the store's write lock (so no batch in progress can lose its
+files). A usage compaction's file (:mod:`tenantcost.store.compaction`) lies beside the day's
+batch files, named by the compaction's uid.
 
 The directory is a local folder or any fsspec URL (``s3://bucket/tc/``): files are built in a
 local temporary folder, then uploaded under the temporary name and moved, since object stores
