@@ -249,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path,
                         default=Path(tempfile.gettempdir()) / "tenantcost-bench-meter")  # fmt: skip
     parser.add_argument("--seed", type=int, default=23)
+    parser.add_argument("--reuse", action="store_true",
+                        help="time `run` again on the stores a previous call built in --out "
+                             "(SQLite only)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.backend == "postgresql":
         from tests.postgres_fixture import running_postgres
@@ -261,10 +264,21 @@ def main(argv: list[str] | None = None) -> int:
 
 def _bench(args: argparse.Namespace) -> int:
     out: Path = args.out
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if args.reuse:
+        stores = [["--db", f"sqlite:///{out / f'{n}.db'}", "--data", str(out / f"{n}-data")]
+                  for n in ("meter", "one")]  # fmt: skip
+        (meter_run, meter_doc), (one_run, one_doc) = timed_runs(stores, args.repeat, env)
+        same = amounts(meter_doc) == amounts(one_doc) and bool(meter_doc["clients"])
+        print(json.dumps({"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+                          "run_seconds_meter": round(meter_run, 2),
+                          "run_seconds_one_file": round(one_run, 2),
+                          "ratio": round(meter_run / one_run, 2), "same_amounts": same},
+                         indent=2))  # fmt: skip
+        return 0 if same else 1
     if out.exists():
         subprocess.run(["rm", "-rf", str(out)], check=True)
     out.mkdir(parents=True)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     generated = out / "generated"
     subprocess.run([sys.executable, str(HERE / "generate.py"), "--clients", str(args.clients),
                     "--services", str(args.services), "--hours", "720", "--start",
