@@ -44,7 +44,7 @@ from typing import Any
 
 import duckdb
 import pandas as pd
-from sqlalchemy import ColumnElement, Connection, and_, delete, func, insert, or_, select, update
+from sqlalchemy import ColumnElement, Connection, and_, delete, insert, or_, select, update
 
 from tenantcost.errors import InputError
 from tenantcost.split import connect, quote
@@ -117,19 +117,45 @@ def loose(kind: str, first_day: str, last_day: str, compacted: pd.DataFrame) -> 
     return or_(*terms)
 
 
-def loose_batches(
-    kind: str, first_day: str, last_day: str, compacted: pd.DataFrame, *, replace: bool = False
-) -> Any:
-    """A subquery of the ids of committed ``kind`` batches with a loose file on those days
-    (``replace`` batches only, with ``replace``)."""
-    b, f = table(Batch).c, table(BatchFile).c
-    query = (
-        select(f.batch_id)
-        .join_from(table(BatchFile), table(Batch), b.id == f.batch_id)
-        .where(b.kind == kind, b.status == "committed")
-        .where(loose(kind, first_day, last_day, compacted))
-    )
-    return query.where(b.mode == "replace") if replace else query
+def loose_files(conn: Connection, kind: str, first_day: str, last_day: str) -> pd.DataFrame:
+    """The loose files of committed ``kind`` batches on days ``first_day`` to ``last_day``:
+    ``uid, batch_id, replace, day, path``, by batch id and day. Two queries on purpose: the
+    ``batch_file`` rows first, by their ``(day, batch_id)`` index (a join would let the
+    planner walk every batch of the kind: 350,000 under meter traffic), then their batches by
+    primary key."""
+    f = table(BatchFile).c
+    if kind != "usage":  # a handful of batches a day: found from the batches, by kind
+        b = table(Batch).c
+        rows = conn.execute(
+            select(b.uid, b.id, b.mode == "replace", f.day, f.path)
+            .join_from(table(Batch), table(BatchFile), b.id == f.batch_id)
+            .where(b.kind == kind, b.status == "committed")
+            .where(f.day >= first_day, f.day <= last_day)
+            .order_by(b.id, f.day)
+        ).all()
+        return pd.DataFrame([tuple(r) for r in rows],
+                            columns=["uid", "batch_id", "replace", "day", "path"])  # fmt: skip
+    compacted = active(conn, first_day, last_day)
+    found = conn.execute(
+        select(f.batch_id, f.day, f.path).where(loose(kind, first_day, last_day, compacted))
+    ).all()
+    files = pd.DataFrame([tuple(r) for r in found], columns=["batch_id", "day", "path"])
+    b = table(Batch).c
+    ids = sorted({int(i) for i in files["batch_id"]})
+    batches = []
+    for start in range(0, len(ids), _IN_CHUNK):  # bounded IN lists (SQLite's variable limit)
+        batches += [tuple(r) for r in conn.execute(
+            select(b.id, b.uid, b.mode == "replace")
+            .where(b.id.in_(ids[start:start + _IN_CHUNK]), b.kind == kind,
+                   b.status == "committed")).all()]  # fmt: skip
+    known = pd.DataFrame(batches, columns=["batch_id", "uid", "replace"])
+    merged = files.astype({"batch_id": "int64"}).merge(known.astype({"batch_id": "int64"}),
+                                                        on="batch_id")  # fmt: skip
+    merged = merged.sort_values(["batch_id", "day"]).reset_index(drop=True)
+    return merged[["uid", "batch_id", "replace", "day", "path"]]
+
+
+_IN_CHUNK = 900
 
 
 def compact_due(conn: Connection, data: DataDir, days: Iterable[str]) -> list[Compacted]:
@@ -156,16 +182,8 @@ def compact_due(conn: Connection, data: DataDir, days: Iterable[str]) -> list[Co
 
 def _loose_counts(conn: Connection, first_day: str, last_day: str) -> dict[str, int]:
     """Loose usage files per day of ``first_day`` to ``last_day``."""
-    b, f = table(Batch).c, table(BatchFile).c
-    compacted = active(conn, first_day, last_day)
-    rows = conn.execute(
-        select(f.day, func.count())
-        .join_from(table(BatchFile), table(Batch), b.id == f.batch_id)
-        .where(b.kind == "usage", b.status == "committed")
-        .where(loose("usage", first_day, last_day, compacted))
-        .group_by(f.day)
-    ).all()
-    return {str(day): int(n) for day, n in rows}
+    counts = loose_files(conn, "usage", first_day, last_day)["day"].value_counts()
+    return {str(day): int(n) for day, n in counts.items()}
 
 
 def compact_day(conn: Connection, data: DataDir, day: str) -> Compacted:
@@ -202,22 +220,15 @@ def _day_units(conn: Connection, day: str) -> tuple[pd.DataFrame, Any]:
     """What ``day`` reads now: its active compaction (``compacted``, as the virtual batch
     ``upto_batch_id``) and its loose files: ``uid, batch_id, replace, compacted, path``."""
     compacted = active(conn, day, day)
-    b, f = table(Batch).c, table(BatchFile).c
-    rows = conn.execute(
-        select(b.uid, b.id, b.mode == "replace", f.path)
-        .join_from(table(BatchFile), table(Batch), b.id == f.batch_id)
-        .where(b.kind == "usage", b.status == "committed")
-        .where(loose("usage", day, day, compacted))
-        .order_by(b.id)
-    ).all()
-    units = [(str(u), int(i), bool(r), False, str(p)) for u, i, r, p in rows]
+    units = loose_files(conn, "usage", day, day).assign(compacted=False)
     previous = None
     if not compacted.empty:
         previous = compacted.iloc[0]
-        units.insert(0, (str(previous["uid"]), int(previous["upto_batch_id"]), False, True,
-                         str(previous["path"])))  # fmt: skip
-    frame = pd.DataFrame(units, columns=["uid", "batch_id", "replace", "compacted", "path"])
-    return frame, previous
+        virtual = pd.DataFrame([(str(previous["uid"]), int(previous["upto_batch_id"]), False,
+                                 True, str(previous["path"]))],
+                               columns=["uid", "batch_id", "replace", "compacted", "path"])
+        units = pd.concat([virtual, units], ignore_index=True)  # fmt: skip
+    return units[["uid", "batch_id", "replace", "compacted", "path"]], previous
 
 
 def _fold(con: duckdb.DuckDBPyConnection, data: DataDir, units: pd.DataFrame, built: Path) -> int:
@@ -289,5 +300,5 @@ __all__ = [
     "compaction_uids",
     "invalidate",
     "loose",
-    "loose_batches",
+    "loose_files",
 ]

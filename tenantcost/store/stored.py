@@ -23,18 +23,19 @@ ingested once, or corrected by whole cells, is read as fast as the files themsel
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import duckdb
 import pandas as pd
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Connection, Engine, select
 
 from tenantcost.readers.canonical import conform_costs
 from tenantcost.readers.costs import sort_costs
 from tenantcost.split import quote
-from tenantcost.store.compaction import active, active_none, loose, loose_batches
+from tenantcost.store.compaction import active, active_none, loose_files
 from tenantcost.store.data import UID_SQL, Store
 from tenantcost.store.ingest import CELL_COLUMNS, workload_key
-from tenantcost.store.models import Batch, BatchCell, BatchFile, table
+from tenantcost.store.models import BatchCell, table
 from tenantcost.tables import empty_costs
 from tenantcost.usage_source import ParquetUsage, UsageSource
 from tenantcost.windows import Period
@@ -148,50 +149,54 @@ def _files(store: Store, kind: str, period: Period) -> pd.DataFrame:
     day's active usage compaction (a virtual batch whose id is the largest it folds, its uid
     the file's name) and the files of committed batches it does not fold
     (:mod:`tenantcost.store.compaction`), by batch id."""
-    b, f = table(Batch).c, table(BatchFile).c
     first, last = _days(period)
     with store.engine.connect() as connection:
         done = active(connection, first, last) if kind == "usage" else active_none()
-        query = (
-            select(b.uid, b.id, f.path)
-            .join_from(table(BatchFile), table(Batch), b.id == f.batch_id)
-            .where(b.kind == kind, b.status == "committed")
-            .where(loose(kind, first, last, done))
-            .order_by(b.id, f.day)
-        )
-        rows = [tuple(r) for r in connection.execute(query).all()]
-    virtual = [(u, int(i), p) for u, i, p in done[["uid", "upto_batch_id", "path"]].itertuples(
-        index=False)]  # fmt: skip
-    frame = pd.DataFrame(virtual + rows, columns=["uid", "batch_id", "path"])
+        files = loose_files(connection, kind, first, last)
+    virtual = done.rename(columns={"upto_batch_id": "batch_id"})[["uid", "batch_id", "path"]]
+    frame = pd.concat([virtual, files[["uid", "batch_id", "path"]]], ignore_index=True)
+    frame = frame.astype({"batch_id": "int64"})
     return frame.sort_values("batch_id", kind="stable").reset_index(drop=True)
 
 
-def _contested_cells(engine: Engine, kind: str, period: Period) -> pd.DataFrame:
-    """The cells of ``period`` that two or more of what is read hold (``window_start,
-    window_end, key``): only their rows need the which-batch-counts rule. What is read are
-    the day's compaction and the batches it does not fold: a cell two of those batches hold,
-    and (a superset, which the rule reads the same) every cell of a batch after a day's
-    compaction. The folded batches' cells are never walked."""
+def _cells_of(connection: Connection, ids: list[int], period: Period, query: Any) -> list[Any]:
+    """``query`` (over ``batch_cell``) for the batches ``ids``, in bounded IN lists."""
     c = table(BatchCell).c
-    first, last = _days(period)
     inside = (c.window_start >= period.start.to_pydatetime()) & (
         c.window_start < period.end.to_pydatetime())  # fmt: skip
+    rows: list[Any] = []
+    for start in range(0, len(ids), 900):
+        rows += [tuple(r) for r in connection.execute(
+            query.where(c.batch_id.in_(ids[start:start + 900]), inside)).all()]  # fmt: skip
+    return rows
+
+
+def _contested_cells(engine: Engine, kind: str, period: Period) -> pd.DataFrame:
+    """The cells of ``period`` that two or more of what is read may hold (``window_start,
+    window_end, key``): only their rows need the which-batch-counts rule. What is read are
+    each day's compaction and the batches it does not fold: a cell two of those batches hold
+    (within one IN list of them: a cell's batches are a day's, and a day's loose batches are
+    at most a few dozen under compaction), and (a superset, which the rule reads the same)
+    every cell of a batch after a day's compaction. The folded batches' cells are never
+    walked."""
+    c = table(BatchCell).c
+    first, last = _days(period)
     with engine.connect() as connection:
         done = active(connection, first, last) if kind == "usage" else active_none()
-        several = (
-            select(c.window_start, c.window_end, c.key)
-            .where(c.batch_id.in_(loose_batches(kind, first, last, done)), inside)
-            .group_by(c.window_start, c.window_end, c.key)
-            .having(func.count(func.distinct(c.batch_id)) > 1)
-        )
-        rows = [tuple(r) for r in connection.execute(several).all()]
-        for day in done["day"]:  # one query per compacted day: at most 31 for a month
-            after = loose_batches(kind, day, day, done[done["day"] == day])
-            rows += [tuple(r) for r in connection.execute(
-                select(c.window_start, c.window_end, c.key).distinct()
-                .where(c.batch_id.in_(after), inside)).all()]  # fmt: skip
-    frame = pd.DataFrame(rows, columns=CELL_COLUMNS).drop_duplicates()
-    return _cell_frame(frame.reset_index(drop=True))
+        files = loose_files(connection, kind, first, last)
+        ids = sorted({int(i) for i in files["batch_id"]})
+        cell = (c.window_start, c.window_end, c.key)
+        several = pd.DataFrame(columns=CELL_COLUMNS)
+        if len(ids) > 1:
+            held = _cells_of(connection, ids, period,
+                             select(*cell, c.batch_id).distinct())  # fmt: skip
+            pairs = pd.DataFrame(held, columns=[*CELL_COLUMNS, "batch_id"])
+            counts = pairs.groupby(CELL_COLUMNS, as_index=False).size()
+            several = counts[counts["size"] > 1][CELL_COLUMNS]
+        after = sorted({int(i) for i in files[files["day"].isin(set(done["day"]))]["batch_id"]})
+        compacted = _cells_of(connection, after, period, select(*cell).distinct())
+    found = pd.concat([several, pd.DataFrame(compacted, columns=CELL_COLUMNS)])
+    return _cell_frame(found.drop_duplicates().reset_index(drop=True))
 
 
 def _live_cells(engine: Engine, kind: str, period: Period) -> pd.DataFrame:
@@ -201,17 +206,12 @@ def _live_cells(engine: Engine, kind: str, period: Period) -> pd.DataFrame:
     c = table(BatchCell).c
     first, last = _days(period)
     with engine.connect() as connection:
-        done = active(connection, first, last) if kind == "usage" else active_none()
-        replaces = loose_batches(kind, first, last, done, replace=True)
-        query = (
-            select(c.window_start, c.window_end, c.key, func.max(c.batch_id))
-            .where(c.batch_id.in_(replaces))
-            .where(c.window_start >= period.start.to_pydatetime())
-            .where(c.window_start < period.end.to_pydatetime())
-            .group_by(c.window_start, c.window_end, c.key)
-        )
-        rows = connection.execute(query).all()
-    frame = pd.DataFrame([tuple(r) for r in rows], columns=[*CELL_COLUMNS, "batch_id"])
+        files = loose_files(connection, kind, first, last)
+        ids = sorted({int(i) for i in files[files["replace"]]["batch_id"]})
+        rows = _cells_of(connection, ids, period,
+                         select(c.window_start, c.window_end, c.key, c.batch_id))  # fmt: skip
+    frame = pd.DataFrame(rows, columns=[*CELL_COLUMNS, "batch_id"])
+    frame = frame.groupby(CELL_COLUMNS, as_index=False)["batch_id"].max()
     return _cell_frame(frame).astype({"batch_id": "int64"})
 
 
