@@ -77,8 +77,8 @@ def assert_one_line_refusal(result, *fragments: str) -> str:
 
 
 def test_the_migrations_form_one_chain_ending_at_head():
-    assert known_revisions() == {"0001", "0002", "0003", "0004", "0005", "0006", "0007",
-                                 "0008", "0009", "0010", "0011", "0012", "0013", "0016"}  # fmt: skip
+    assert known_revisions() == {"0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008",
+                                 "0009", "0010", "0011", "0012", "0013", "0016"}  # fmt: skip
     assert head_revision() == HEAD
 
 

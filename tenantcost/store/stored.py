@@ -207,11 +207,12 @@ def _live_cells(engine: Engine, kind: str, period: Period) -> pd.DataFrame:
     first, last = _days(period)
     with engine.connect() as connection:
         files = loose_files(connection, kind, first, last)
-        ids = sorted({int(i) for i in files[files["replace"]]["batch_id"]})
+        ids = sorted({int(i) for i in files[files["replace"].astype(bool)]["batch_id"]})
         rows = _cells_of(connection, ids, period,
                          select(c.window_start, c.window_end, c.key, c.batch_id))  # fmt: skip
     frame = pd.DataFrame(rows, columns=[*CELL_COLUMNS, "batch_id"])
-    frame = frame.groupby(CELL_COLUMNS, as_index=False)["batch_id"].max()
+    if len(frame):
+        frame = frame.groupby(CELL_COLUMNS, as_index=False)["batch_id"].max()
     return _cell_frame(frame).astype({"batch_id": "int64"})
 
 
