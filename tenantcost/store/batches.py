@@ -16,6 +16,9 @@ as if it had never been ingested.
 * **What it replaced counts again.** Which rows of a cell count is computed from the active
   batches only (:mod:`tenantcost.store.stored`): withdrawing a ``replace`` batch brings back
   the earlier batches' rows of its cells, exactly as they counted before it came.
+* **Compactions.** A day's usage compaction (:mod:`tenantcost.store.compaction`) that folds
+  the batch is made ``invalid``: the day reads its batches' own files again, without this
+  one, until a later usage ingest folds it anew.
 * **Open months only.** A batch whose windows reach into a closed month is refused (one line,
   naming ``reopen``), whichever of its months is closed: a batch spanning October and November
   is withdrawn from both or from neither, never half.
@@ -41,6 +44,7 @@ import pandas as pd
 from sqlalchemy import Connection, Engine, Select, func, insert, select, update
 
 from tenantcost.errors import InputError
+from tenantcost.store.compaction import invalidate
 from tenantcost.store.cycle import MonthClosed, closed_months, connected, issued_revision
 from tenantcost.store.lock import write_transaction
 from tenantcost.store.models import Batch, BatchCell, BatchWithdrawal, table, utcnow
@@ -259,6 +263,8 @@ def withdraw_batch(
                            .values(status="withdrawn"))  # fmt: skip
         connection.execute(insert(table(BatchWithdrawal)), [
             {"batch_id": batch_id, "reason": reason, "actor": actor, "at": now}])  # fmt: skip
+        if batch.kind == "usage":  # its days' compactions fold it: read the files again
+            invalidate(connection, batch_id)
     withdrawn = {"status": BatchStatus.WITHDRAWN, "withdrawn_at": now, "withdrawn_by": actor,
                  "reason": reason}  # fmt: skip
     return Withdrawn(BatchInfo(**{**batch.__dict__, **withdrawn}), restored)

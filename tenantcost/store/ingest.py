@@ -7,10 +7,13 @@ must agree with in the store (stored cost windows, rule versions, months) is che
 the lock (:mod:`tenantcost.store.ingest_checks`). A batch then:
 
 1. takes the store's write lock (:func:`tenantcost.store.lock.write_transaction`);
-2. removes files no committed batch names (leftovers of an interrupted batch);
+2. removes files no committed batch names (leftovers of an interrupted batch) from the days
+   it writes to (:meth:`tenantcost.store.data.DataDir.clean`);
 3. writes one Parquet file per day under a temporary name, renamed when complete
    (:mod:`tenantcost.store.data`); usage is validated day by day as it is written;
-4. inserts the ``batch`` row, its cells and its files, and commits: the commit point.
+4. inserts the ``batch`` row, its cells and its files, folds the days that now hold more
+   than :data:`~tenantcost.store.compaction.COMPACT_AFTER` loose usage files
+   (:mod:`tenantcost.store.compaction`), and commits: the commit point.
 
 An error or a kill anywhere before 4 leaves the catalog as it was; the files written are
 removed at once or by the next ingest, and no reader opens them meanwhile.
@@ -46,6 +49,7 @@ from sqlmodel import Session
 from tenantcost.errors import InputError
 from tenantcost.readers.costs import read_costs
 from tenantcost.split import connect, quote
+from tenantcost.store.compaction import compact_due, compaction_uids
 from tenantcost.store.cycle import MonthClosed, refuse_if_closed
 from tenantcost.store.data import DataDir, Store, file_sha256, partition
 from tenantcost.store.ingest_checks import (
@@ -290,7 +294,8 @@ def _store_batch(
             if same is None:
                 raise
             return same
-        cleaned = store.data.clean(_batch_uids(conn))
+        days = _days(shape.window_from, shape.window_to)
+        cleaned = store.data.clean(_batch_uids(conn, days), days)
         with store.data.staging() as folder:
             parts, cells = build(conn, folder)
             files = _publish(store.data, shape.kind, uid, parts)
@@ -300,6 +305,8 @@ def _store_batch(
                       window_to=shape.window_to.to_pydatetime(), actor=actor,
                       status="committed")  # fmt: skip
         replaced = _commit(conn, batch, cells, files)
+        if shape.kind == "usage":  # meter traffic: fold days with many loose files
+            compact_due(conn, store.data, [f.day for f in files])
         done = Ingested(shape.kind, uid, shape.mode, shape.rows, len(cells), replaced,
                         shape.skipped, shape.window_from, shape.window_to, batch.sha256,
                         len(files), cleaned, dry_run=False,
@@ -473,8 +480,22 @@ def _pause_for_tests() -> None:
             time.sleep(1)
 
 
-def _batch_uids(conn: Connection) -> set[str]:
-    return {str(uid) for uid in conn.execute(select(table(Batch).c.uid)).scalars()}
+def _days(start: pd.Timestamp, end: pd.Timestamp) -> list[str]:
+    """The days (``YYYY-MM-DD``, UTC) a batch of windows ``start`` to ``end`` writes to."""
+    last = pd.Timestamp(end) - pd.Timedelta(microseconds=1)
+    span = pd.date_range(pd.Timestamp(start).floor("D"), last.floor("D"), freq="D")
+    return [f"{d:%Y-%m-%d}" for d in span]
+
+
+def _batch_uids(conn: Connection, days: list[str]) -> set[str]:
+    """The uids whose files on ``days`` are not leftovers: the batches with a file on one of
+    them, and every compaction (through ``batch_file (day, batch_id)``: never every batch)."""
+    b, f = table(Batch).c, table(BatchFile).c
+    found = conn.execute(
+        select(b.uid).join_from(table(BatchFile), table(Batch), b.id == f.batch_id)
+        .where(f.day.in_(days))
+    ).scalars()  # fmt: skip
+    return {str(uid) for uid in found} | compaction_uids(conn)
 
 
 def _check_metrics(

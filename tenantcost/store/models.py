@@ -16,6 +16,8 @@ Now:
   ``replace`` batch supersedes), and ``batch_file``: its Parquet files, by day.
 * ``batch_withdrawal`` (0011): a batch withdrawn from its open months (who, when, why); the
   batch's status is then ``withdrawn`` and it no longer counts, its rows and files stay.
+* ``usage_compaction`` (0016): a day's committed usage batches folded into one Parquet file
+  that readers open instead of the batches' own (meter traffic: thousands of batches a day).
 * ``billing_cell`` (0013): the (billing period, billing account) cells of a ``billing`` batch
   with what ``status`` and ``close`` read of them (rows, invoices, hours covered).
 * ``otlp_series`` (0015): the last point of each OTLP series ``POST /v1/metrics`` reads.
@@ -219,7 +221,10 @@ class BatchFile(StoreModel, table=True):
     ``<kind>/date=<day>/``): readers open only the files committed batches name."""
 
     __tablename__ = "batch_file"
-    __table_args__ = _table_args(("rows", "rows >= 0"))
+    __table_args__ = _table_args(
+        ("rows", "rows >= 0"),
+        Index("ix_batch_file_day_batch_id", "day", "batch_id"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     batch_id: int = Field(foreign_key="batch.id", index=True)
@@ -243,6 +248,41 @@ class BatchWithdrawal(StoreModel, table=True):
     reason: str = Field(sa_type=Text)
     actor: str = Field(max_length=200)
     at: datetime = Field(sa_type=UTCDateTime, default_factory=utcnow)
+
+
+COMPACTION_STATUSES = ("active", "superseded", "invalid")
+
+
+class UsageCompaction(StoreModel, table=True):
+    """One day's committed usage batches folded into one Parquet file (0016): the day's live
+    rows (the which-rows-count rule applied, ``sum`` rows added up per window, service and
+    client), read as one virtual batch whose id is ``upto_batch_id``, the largest batch id it
+    folds (:mod:`tenantcost.store.compaction`). It folds every committed usage batch with a
+    file on ``day`` and an id up to ``upto_batch_id`` (ids are given at commit under the
+    write lock, so none can join later): no per-file link is needed. ``active`` is the one
+    readers use (at most one per day); a newer compaction of the day makes it ``superseded``,
+    the withdrawal of a batch it folds ``invalid`` (``ended_at``). The batches' own rows,
+    cells and files stay: provenance never reads this table."""
+
+    __tablename__ = "usage_compaction"
+    __table_args__ = _table_args(
+        ("status", _in("status", COMPACTION_STATUSES)),
+        ("rows", "rows >= 0"),
+        Index("ix_usage_compaction_day_status", "day", "status"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    uid: str = Field(max_length=32, unique=True)
+    day: str = Field(max_length=10)
+    path: str = Field(sa_type=Text)
+    rows: int = Field(sa_type=BigInteger)
+    sha256: str = Field(max_length=64)
+    upto_batch_id: int = Field(foreign_key="batch.id")
+    batches: int = Field()
+    """How many committed batches it folds (previous compaction's included)."""
+    status: str = Field(max_length=16, default="active")
+    created_at: datetime = Field(sa_type=UTCDateTime, default_factory=utcnow)
+    ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
 
 class BillingCell(StoreModel, table=True):

@@ -23,17 +23,19 @@ ingested once, or corrected by whole cells, is read as fast as the files themsel
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import duckdb
 import pandas as pd
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Connection, Engine, select
 
 from tenantcost.readers.canonical import conform_costs
 from tenantcost.readers.costs import sort_costs
 from tenantcost.split import quote
+from tenantcost.store.compaction import active, active_none, loose_files
 from tenantcost.store.data import UID_SQL, Store
 from tenantcost.store.ingest import CELL_COLUMNS, workload_key
-from tenantcost.store.models import Batch, BatchCell, BatchFile, table
+from tenantcost.store.models import BatchCell, table
 from tenantcost.tables import empty_costs
 from tenantcost.usage_source import ParquetUsage, UsageSource
 from tenantcost.windows import Period
@@ -136,54 +138,81 @@ class StoredUsage(ParquetUsage):
         return self
 
 
-def _files(store: Store, kind: str, period: Period) -> pd.DataFrame:
-    """The files of committed batches of ``kind`` whose day can hold windows of ``period``."""
-    b, f = table(Batch).c, table(BatchFile).c
+def _days(period: Period) -> tuple[str, str]:
+    """The first and last day (``YYYY-MM-DD``) whose files can hold windows of ``period``."""
     last_day = period.end - pd.Timedelta(microseconds=1)
-    query = (
-        select(b.uid, b.id, f.path)
-        .join_from(table(BatchFile), table(Batch), b.id == f.batch_id)
-        .where(b.kind == kind, b.status == "committed")
-        .where(f.day >= f"{period.start:%Y-%m-%d}", f.day <= f"{last_day:%Y-%m-%d}")
-        .order_by(b.id, f.day)
-    )
+    return f"{period.start:%Y-%m-%d}", f"{last_day:%Y-%m-%d}"
+
+
+def _files(store: Store, kind: str, period: Period) -> pd.DataFrame:
+    """The files to read for ``kind`` on the days that can hold windows of ``period``: each
+    day's active usage compaction (a virtual batch whose id is the largest it folds, its uid
+    the file's name) and the files of committed batches it does not fold
+    (:mod:`tenantcost.store.compaction`), by batch id."""
+    first, last = _days(period)
     with store.engine.connect() as connection:
-        rows = connection.execute(query).all()
-    return pd.DataFrame([tuple(r) for r in rows], columns=["uid", "batch_id", "path"])
+        done = active(connection, first, last) if kind == "usage" else active_none()
+        files = loose_files(connection, kind, first, last)
+    virtual = done.rename(columns={"upto_batch_id": "batch_id"})[["uid", "batch_id", "path"]]
+    frame = pd.concat([virtual, files[["uid", "batch_id", "path"]]], ignore_index=True)
+    frame = frame.astype({"batch_id": "int64"})
+    return frame.sort_values("batch_id", kind="stable").reset_index(drop=True)
+
+
+def _cells_of(connection: Connection, ids: list[int], period: Period, query: Any) -> list[Any]:
+    """``query`` (over ``batch_cell``) for the batches ``ids``, in bounded IN lists."""
+    c = table(BatchCell).c
+    inside = (c.window_start >= period.start.to_pydatetime()) & (
+        c.window_start < period.end.to_pydatetime())  # fmt: skip
+    rows: list[Any] = []
+    for start in range(0, len(ids), 900):
+        rows += [tuple(r) for r in connection.execute(
+            query.where(c.batch_id.in_(ids[start:start + 900]), inside)).all()]  # fmt: skip
+    return rows
 
 
 def _contested_cells(engine: Engine, kind: str, period: Period) -> pd.DataFrame:
-    """The cells of ``period`` that two or more committed batches hold (``window_start,
-    window_end, key``): only their rows need the which-batch-counts rule."""
-    b, c = table(Batch).c, table(BatchCell).c
-    query = (
-        select(c.window_start, c.window_end, c.key)
-        .join_from(table(BatchCell), table(Batch), b.id == c.batch_id)
-        .where(b.kind == kind, b.status == "committed")
-        .where(c.window_start >= period.start.to_pydatetime())
-        .where(c.window_start < period.end.to_pydatetime())
-        .group_by(c.window_start, c.window_end, c.key)
-        .having(func.count(func.distinct(b.id)) > 1)
-    )
+    """The cells of ``period`` that two or more of what is read may hold (``window_start,
+    window_end, key``): only their rows need the which-batch-counts rule. What is read are
+    each day's compaction and the batches it does not fold: a cell two of those batches hold
+    (within one IN list of them: a cell's batches are a day's, and a day's loose batches are
+    at most a few dozen under compaction), and (a superset, which the rule reads the same)
+    every cell of a batch after a day's compaction. The folded batches' cells are never
+    walked."""
+    c = table(BatchCell).c
+    first, last = _days(period)
     with engine.connect() as connection:
-        rows = connection.execute(query).all()
-    return _cell_frame(pd.DataFrame([tuple(r) for r in rows], columns=CELL_COLUMNS))
+        done = active(connection, first, last) if kind == "usage" else active_none()
+        files = loose_files(connection, kind, first, last)
+        ids = sorted({int(i) for i in files["batch_id"]})
+        cell = (c.window_start, c.window_end, c.key)
+        several = pd.DataFrame(columns=CELL_COLUMNS)
+        if len(ids) > 1:
+            held = _cells_of(connection, ids, period,
+                             select(*cell, c.batch_id).distinct())  # fmt: skip
+            pairs = pd.DataFrame(held, columns=[*CELL_COLUMNS, "batch_id"])
+            counts = pairs.groupby(CELL_COLUMNS, as_index=False).size()
+            several = counts[counts["size"] > 1][CELL_COLUMNS]
+        after = sorted({int(i) for i in files[files["day"].isin(set(done["day"]))]["batch_id"]})
+        compacted = _cells_of(connection, after, period, select(*cell).distinct())
+    found = pd.concat([several, pd.DataFrame(compacted, columns=CELL_COLUMNS)])
+    return _cell_frame(found.drop_duplicates().reset_index(drop=True))
 
 
 def _live_cells(engine: Engine, kind: str, period: Period) -> pd.DataFrame:
-    """Per cell of ``period``, the id of the latest committed ``replace`` batch holding it."""
-    b, c = table(Batch).c, table(BatchCell).c
-    query = (
-        select(c.window_start, c.window_end, c.key, func.max(b.id))
-        .join_from(table(BatchCell), table(Batch), b.id == c.batch_id)
-        .where(b.kind == kind, b.status == "committed", b.mode == "replace")
-        .where(c.window_start >= period.start.to_pydatetime())
-        .where(c.window_start < period.end.to_pydatetime())
-        .group_by(c.window_start, c.window_end, c.key)
-    )
+    """Per cell of ``period``, the id of the latest committed ``replace`` batch holding it,
+    among the batches no compaction folds (a folded ``replace`` batch's rows are in its day's
+    compaction, whose id is at least its own, so it need not be named)."""
+    c = table(BatchCell).c
+    first, last = _days(period)
     with engine.connect() as connection:
-        rows = connection.execute(query).all()
-    frame = pd.DataFrame([tuple(r) for r in rows], columns=[*CELL_COLUMNS, "batch_id"])
+        files = loose_files(connection, kind, first, last)
+        ids = sorted({int(i) for i in files[files["replace"].astype(bool)]["batch_id"]})
+        rows = _cells_of(connection, ids, period,
+                         select(c.window_start, c.window_end, c.key, c.batch_id))  # fmt: skip
+    frame = pd.DataFrame(rows, columns=[*CELL_COLUMNS, "batch_id"])
+    if len(frame):
+        frame = frame.groupby(CELL_COLUMNS, as_index=False)["batch_id"].max()
     return _cell_frame(frame).astype({"batch_id": "int64"})
 
 
