@@ -71,7 +71,6 @@ CACHE_SIZE = 4096
 """Header values remembered with their client id: most requests come from a few tenants, and
 a hit skips the decoding and the rule. Emptied when full, so hostile values bound it."""
 _seen: dict[bytes, str] = {}
-_seen_text: dict[str, str] = {}
 
 
 def from_header_bytes(raw: bytes | None, log: RefusalLog) -> str:
@@ -99,22 +98,15 @@ def _decoded(raw: bytes, log: RefusalLog) -> str:
 
 
 def from_environ_text(raw: str | None, log: RefusalLog) -> str:
-    """A WSGI header value (PEP 3333: bytes decoded as latin-1) as a client id."""
+    """A WSGI header value (PEP 3333: bytes decoded as latin-1) as a client id: its bytes
+    again, then as an ASGI value (one cache for both)."""
     if raw is None:
         return ""
-    client = _seen_text.get(raw)
-    if client is not None:
-        return client
     try:
         data = raw.encode("latin-1")
     except UnicodeEncodeError:  # a server that decoded differently: take its text as it is
         return checked(raw, log)
-    client = from_header_bytes(data, log)
-    if client or not raw:
-        if len(_seen_text) >= CACHE_SIZE:
-            _seen_text.clear()
-        _seen_text[raw] = client
-    return client
+    return from_header_bytes(data, log)
 
 
 def from_callable(func: TenantFunc, request: Any, log: RefusalLog) -> str:

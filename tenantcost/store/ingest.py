@@ -498,6 +498,32 @@ def _batch_uids(conn: Connection, days: list[str]) -> set[str]:
     return {str(uid) for uid in found} | compaction_uids(conn)
 
 
+def stored_metrics(
+    conn: Connection, data: DataDir, con: duckdb.DuckDBPyConnection
+) -> tuple[str, list[str]] | None:
+    """The latest committed usage batch's uid and metric columns (in its files' order), or
+    None before any usage: what every later usage batch is compared with (all stored usage
+    has the same columns). ``POST /v1/metrics`` reads it too, to fill its batches."""
+    b, f = table(Batch).c, table(BatchFile).c
+    query = (
+        select(b.uid, f.path)
+        .join_from(table(Batch), table(BatchFile), b.id == f.batch_id)
+        .where(b.kind == "usage", b.status == "committed")
+        .order_by(b.id.desc())
+        .limit(1)
+    )
+    latest = conn.execute(query).first()
+    if latest is None:
+        return None
+    if not data.local:
+        register_filesystems(con, [data.protocol])
+    path = data.reader_path(str(latest.path)).replace("'", "''")
+    described = con.execute(
+        f"DESCRIBE SELECT * FROM read_parquet('{path}', hive_partitioning = false)"
+    ).fetchall()
+    return str(latest.uid), [str(r[0]) for r in described if str(r[0]) not in USAGE_KEY_COLUMNS]
+
+
 def _check_metrics(
     conn: Connection,
     data: DataDir,
@@ -513,24 +539,10 @@ def _check_metrics(
     then adds to its cells without inventing usage. A ``replace`` batch lacking one would
     set the cells' other metrics to 0, and a metric the store lacks would leave the stored
     cells without it: both are refused."""
-    b, f = table(Batch).c, table(BatchFile).c
-    query = (
-        select(b.uid, f.path)
-        .join_from(table(Batch), table(BatchFile), b.id == f.batch_id)
-        .where(b.kind == "usage", b.status == "committed")
-        .order_by(b.id.desc())
-        .limit(1)
-    )
-    latest = conn.execute(query).first()
+    latest = stored_metrics(conn, data, con)
     if latest is None:
         return []
-    if not data.local:
-        register_filesystems(con, [data.protocol])
-    path = data.reader_path(str(latest.path)).replace("'", "''")
-    described = con.execute(
-        f"DESCRIBE SELECT * FROM read_parquet('{path}', hive_partitioning = false)"
-    ).fetchall()
-    stored = [str(r[0]) for r in described if str(r[0]) not in USAGE_KEY_COLUMNS]
+    uid, stored = latest
     missing = [m for m in stored if m not in metrics]
     if set(metrics) <= set(stored) and (mode == "sum" or not missing):
         return missing
@@ -540,7 +552,7 @@ def _check_metrics(
         rule = "a batch may not add a metric column to the stored usage"
     raise InputError(
         f"usage metric columns ({', '.join(metrics)}) differ from the stored usage's "
-        f"({', '.join(stored)}, batch {latest.uid[:12]}); {rule}",
+        f"({', '.join(stored)}, batch {uid[:12]}); {rule}",
         file=origin,
     )
 

@@ -36,14 +36,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import Connection, Engine, delete, select, update
+from sqlalchemy import Connection, Engine, delete, update
 
 from tenantcost.errors import InputError
 from tenantcost.otlp import STATE_COLUMNS, MonthPart, Plan, Points, plan
 from tenantcost.store.data import Store
 from tenantcost.store.lock import StoreLocked, write_transaction
-from tenantcost.store.models import Batch, BatchFile, OtlpSeries, table, utcnow
-from tenantcost.tables import USAGE_KEY_COLUMNS
+from tenantcost.store.models import OtlpSeries, table, utcnow
 
 EXPIRY = timedelta(hours=48)
 ATTEMPTS = 5
@@ -252,33 +251,11 @@ def _batch_columns(store: Store, mapped: Sequence[str]) -> list[str]:
     """The metric columns of the stored usage (of its latest batch, as ingest compares), then
     the mapped ones it lacks (a batch with those is refused by ingest, saying why)."""
     from tenantcost.split import connect
-    from tenantcost.usage_source import register_filesystems
+    from tenantcost.store.ingest import stored_metrics
 
-    b, f = table(Batch).c, table(BatchFile).c
-    query = (
-        select(f.path)
-        .join_from(table(Batch), table(BatchFile), b.id == f.batch_id)
-        .where(b.kind == "usage", b.status == "committed")
-        .order_by(b.id.desc())
-        .limit(1)
-    )
     with store.engine.connect() as conn:
-        latest = conn.execute(query).scalar()
-    if latest is None:
-        return list(mapped)
-    if store.data.local:  # the file's footer alone, no DuckDB
-        import pyarrow.parquet as pq
-
-        names = pq.read_schema(store.data.reader_path(str(latest))).names
-        stored = [c for c in names if c not in USAGE_KEY_COLUMNS]
-        return [*stored, *(c for c in mapped if c not in stored)]
-    con = connect()
-    register_filesystems(con, [store.data.protocol])
-    path = store.data.reader_path(str(latest)).replace("'", "''")
-    described = con.execute(
-        f"DESCRIBE SELECT * FROM read_parquet('{path}', hive_partitioning = false)"
-    ).fetchall()
-    stored = [str(r[0]) for r in described if str(r[0]) not in USAGE_KEY_COLUMNS]
+        latest = stored_metrics(conn, store.data, connect())
+    stored = latest[1] if latest is not None else []
     return [*stored, *(c for c in mapped if c not in stored)]
 
 
