@@ -22,6 +22,7 @@ TABLE: dict[Role, set[Action]] = {
     Role.ADMIN: set(Action),
     Role.FINANCE: set(Action) - {A.MANAGE_TOKENS},
     Role.ACCOUNT_MANAGER: {A.LIST_MONTHS, A.LIST_CLIENTS, A.VIEW_CLIENT},
+    Role.PRODUCT: set(),  # scaffold: the product part fills this in
     Role.INGEST: {A.INGEST_USAGE},
 }
 MINE = frozenset({"acme", "globex"})

@@ -118,7 +118,7 @@ def test_an_expired_token_is_401(store) -> None:
     ("args", "message"),
     [
         (["--role", "boss"], "error: --role: expected one of admin, finance, account-manager, "
-                             "ingest, got 'boss'"),
+                             "product, ingest, got 'boss'"),
         (["--role", "account-manager"], "error: --client: an account-manager token needs at "
                                         "least one client"),
         (["--role", "finance", "--client", "a"], "error: --client: only account-manager tokens"),

@@ -41,6 +41,7 @@ class Role(StrEnum):
     ADMIN = "admin"
     FINANCE = "finance"
     ACCOUNT_MANAGER = "account-manager"
+    PRODUCT = "product"
     INGEST = "ingest"
 
 
@@ -110,6 +111,7 @@ _ROLE_ACTIONS: dict[Role, frozenset[Action]] = {
     Role.ADMIN: frozenset(Action),
     Role.FINANCE: frozenset(Action) - {Action.MANAGE_TOKENS},
     Role.ACCOUNT_MANAGER: frozenset({Action.LIST_MONTHS, Action.LIST_CLIENTS, Action.VIEW_CLIENT}),
+    Role.PRODUCT: frozenset(),
     Role.INGEST: frozenset({Action.INGEST_USAGE}),
 }
 _CLIENT_ACTIONS = frozenset({Action.VIEW_CLIENT, Action.VIEW_DRAFTS})
