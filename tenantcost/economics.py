@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tenantcost.config.pricing import ResidualPolicy
+from tenantcost.config.pricing import Pricing, ResidualPolicy
 from tenantcost.errors import InputError
 from tenantcost.kinds import KEYED_KINDS, RESIDUAL_CLASSES, LineKind
 from tenantcost.money import MICROS_PER_UNIT, split_largest_remainder
@@ -69,6 +69,19 @@ class Policy:
     target_margin: Fraction
     margin_floor: Fraction | None = None
     by: GroupBy = GroupBy.PLAN
+
+
+def policy_for(pricing: Pricing, by: GroupBy, target: Fraction | None = None) -> Policy:
+    """The rule file's ``pricing:`` as a :class:`Policy` (``target``: a target margin given
+    instead of ``pricing.target_margin``, e.g. ``--target-margin``). One place, so the CLI and
+    the service's pricing page price a month alike."""
+    floor = Fraction(pricing.margin_floor) if pricing.margin_floor is not None else None
+    return Policy(
+        residual=pricing.residual,
+        target_margin=Fraction(pricing.target_margin) if target is None else target,
+        margin_floor=floor,
+        by=by,
+    )
 
 
 @dataclass(frozen=True)

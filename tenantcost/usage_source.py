@@ -47,6 +47,22 @@ def timestamp_literal(ts: pd.Timestamp) -> str:
     return f"TIMESTAMPTZ '{ts.tz_convert('UTC').strftime('%Y-%m-%d %H:%M:%S.%f')}+00'"
 
 
+def client_sums(
+    usage: UsageSource | None, period: Period, con: duckdb.DuckDBPyConnection, metric: str
+) -> pd.DataFrame | None:
+    """Each client's sum of ``metric`` over every service in ``period`` (``client, metric``;
+    one aggregate query over the source); None when the usage has no such column."""
+    if usage is None or metric not in usage.metrics:
+        return None
+    relation = usage.within(period).relation(con)
+    return con.execute(
+        f'SELECT CAST(client AS VARCHAR) AS client, SUM("{metric}")::DOUBLE AS "{metric}" '
+        f"FROM ({relation}) WHERE client IS NOT NULL AND CAST(client AS VARCHAR) <> '' "
+        f"AND window_start >= {timestamp_literal(period.start)} "
+        f"AND window_start < {timestamp_literal(period.end)} GROUP BY 1 ORDER BY 1"
+    ).df()
+
+
 Message = str | Callable[[pd.Series], str]
 """A check's one-line reason: fixed, or made from the first bad row's key columns."""
 

@@ -50,7 +50,7 @@ TABLES = {"store_meta", "rule_file", "rule_version", "batch", "batch_cell", "bat
           *RUN_TABLES, *CYCLE_TABLES, *SERVICE_TABLES, *REPORT_TABLES, *WEB_TABLES,
           *CATALOG_TABLES, *WITHDRAW_TABLES, *BILLING_TABLES, *OTLP_TABLES,
           *COMPACTION_TABLES}  # fmt: skip
-HEAD = "0016"
+HEAD = "0020"
 BATCH_TABLES = {"batch", "batch_cell", "batch_file"}
 runner = CliRunner()
 
@@ -81,7 +81,7 @@ def assert_one_line_refusal(result, *fragments: str) -> str:
 def test_the_migrations_form_one_chain_ending_at_head():
     assert known_revisions() == {"0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008",
                                  "0009", "0010", "0011", "0012", "0013", "0014",
-                                 "0015", "0016"}  # fmt: skip
+                                 "0015", "0016", "0020"}  # fmt: skip
     assert head_revision() == HEAD
 
 
@@ -101,6 +101,12 @@ def test_upgrade_from_empty_then_down_to_base_and_up_again(store_url: str):
     assert "ix_idempotency_key_key" in key_index
     batch_file_indexes = {i["name"] for i in inspect(engine).get_indexes("batch_file")}
     assert "ix_batch_file_day_batch_id" in batch_file_indexes
+    token_checks = inspect(engine).get_check_constraints("token")
+    assert any("product" in c["sqltext"] for c in token_checks)
+    downgrade(engine, "0016")
+    assert current_revision(engine) == "0016" and tables(engine) == TABLES
+    token_checks = inspect(engine).get_check_constraints("token")
+    assert token_checks and not any("product" in c["sqltext"] for c in token_checks)
     downgrade(engine, "0015")
     assert current_revision(engine) == "0015" and tables(engine) == TABLES - COMPACTION_TABLES
     batch_file_indexes = {i["name"] for i in inspect(engine).get_indexes("batch_file")}

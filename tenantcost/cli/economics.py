@@ -83,7 +83,8 @@ def unit_economics_command(
         typer.Option(
             "--out",
             help="Also write unit_economics.json, unit_economics.html, clients.csv, plans.csv "
-            "(or segments.csv) and unit_costs.csv into this folder.",
+            "(or segments.csv) and unit_costs.csv into this folder. With --format html the "
+            "page goes to the folder only: stdout names the file.",
         ),
     ] = None,
     from_db: Annotated[
@@ -198,7 +199,9 @@ def _finish(
     catalog: Catalog,
     requests: pd.DataFrame | None,
 ) -> None:
-    """Compute, project, print; write the files with ``--out``."""
+    """Compute, project, print; write the files with ``--out``. With ``--out DIR --format
+    html`` the page is written to the folder only (stdout names the file): a page printed to
+    a terminal after writing it is noise."""
     from tenantcost.economics import compute, month_costs, project
     from tenantcost.windows import Period
     from tenantcost.writers import economics as writer
@@ -209,9 +212,13 @@ def _finish(
     economics = compute(costs, catalog.frame, policy)
     economics.projection = project(economics, choices.as_of)
     writer.warn_partial(economics)
-    typer.echo(writer.render(economics, choices.fmt), nl=choices.fmt == "table")
+    page_to_folder = options.out is not None and choices.fmt == "html"
+    if not page_to_folder:
+        typer.echo(writer.render(economics, choices.fmt), nl=choices.fmt == "table")
     if options.out is not None:
         written = writer.write_files(economics, options.out)
+        if page_to_folder:
+            typer.echo(str(options.out / "unit_economics.html"))
         typer.echo(f"wrote {len(written)} files to {options.out}", err=True)
 
 
@@ -276,10 +283,10 @@ def pricing_policy(ruleset: RuleSet, target_text: str | None, by: GroupBy) -> Po
     from decimal import Decimal, InvalidOperation
     from fractions import Fraction
 
-    from tenantcost.economics import Policy
+    from tenantcost.economics import policy_for
 
     pricing = ruleset.pricing
-    target = Fraction(pricing.target_margin)
+    target = None
     if target_text is not None:
         try:
             value = Decimal(target_text.strip())
@@ -291,8 +298,7 @@ def pricing_policy(ruleset: RuleSet, target_text: str | None, by: GroupBy) -> Po
                 f"0.7, got '{target_text}'"
             )
         target = Fraction(value)
-    floor = Fraction(pricing.margin_floor) if pricing.margin_floor is not None else None
-    return Policy(residual=pricing.residual, target_margin=target, margin_floor=floor, by=by)
+    return policy_for(pricing, by, target)
 
 
 def usage_requests(
@@ -301,17 +307,9 @@ def usage_requests(
     """Each client's requests over every service in ``period`` (one aggregate query over the
     usage source the allocation read); None when the usage has no ``requests`` column."""
     from tenantcost.economics import REQUESTS
-    from tenantcost.usage_source import timestamp_literal
+    from tenantcost.usage_source import client_sums
 
-    if usage is None or REQUESTS not in usage.metrics:
-        return None
-    relation = usage.within(period).relation(con)
-    return con.execute(
-        f'SELECT CAST(client AS VARCHAR) AS client, SUM("{REQUESTS}")::DOUBLE AS {REQUESTS} '
-        f"FROM ({relation}) WHERE client IS NOT NULL AND CAST(client AS VARCHAR) <> '' "
-        f"AND window_start >= {timestamp_literal(period.start)} "
-        f"AND window_start < {timestamp_literal(period.end)} GROUP BY 1 ORDER BY 1"
-    ).df()
+    return client_sums(usage, period, con, REQUESTS)
 
 
 def finance_page(

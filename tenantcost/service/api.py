@@ -31,14 +31,15 @@ from tenantcost.service.auth import (
     MayListMonths,
     MayManageTokens,
     MayReopen,
-    MayViewCluster,
+    MayViewIssuedMonth,
+    MayViewPricing,
     MayWithdrawBatch,
     authorize,
     not_found,
 )
 from tenantcost.service.json_body import JSONBodyRoute
 from tenantcost.service.params import PageNumber, SearchText
-from tenantcost.service.permissions import Action
+from tenantcost.service.permissions import Action, sees_drafts
 
 MONTH_PATTERN = r"^\d{4}-(0[1-9]|1[0-2])$"
 Month = Annotated[str, Path(pattern=MONTH_PATTERN, description="A month, YYYY-MM (UTC).")]
@@ -212,7 +213,7 @@ def sheet_md(request: Request, month: Month, access: ClientAccessDep) -> Respons
 def get_reconciliation(
     request: Request,
     month: Month,
-    principal: MayViewCluster,
+    principal: MayViewIssuedMonth,
     against: Annotated[
         Literal["opencost", "invoice"],
         Query(description="opencost (default): the cascade to the reference total; invoice: "
@@ -244,15 +245,48 @@ def get_compare(
     request: Request,
     month: Month,
     keys: Annotated[str, Query(description="Comma-separated keys, e.g. requests,cpu")],
-    principal: MayViewCluster,
+    principal: MayViewIssuedMonth,
 ) -> dict[str, Any]:
     from tenantcost.service.compare import compare_month
+    from tenantcost.store.cycle import MonthState, month_state
 
     wanted = [k.strip() for k in keys.split(",") if k.strip()]
     if not wanted:
         raise HTTPException(422, "keys: name at least one key, e.g. ?keys=requests,cpu")
+    closed = month_state(request.app.state.engine, month) is MonthState.CLOSED
+    if not sees_drafts(principal) and not closed:
+        # computed from the current inputs: issued figures only while the month is closed
+        raise HTTPException(404, f"{month} is not closed: its comparison would show figures "
+                            "not issued (finance and admin only)")  # fmt: skip
     with store_refusals():
         return compare_month(_store(request), month, wanted)
+
+
+@router.get(
+    "/months/{month}/unit-economics",
+    tags=["months"],
+    summary="Unit economics of the month (as `unit-economics --format json`); the /pricing page",
+)
+def get_unit_economics(
+    request: Request,
+    month: Month,
+    principal: MayViewPricing,
+    by: Annotated[Literal["plan", "segment"], Query(description="Group clients by.")] = "plan",
+    as_of: Annotated[
+        str | None,
+        Query(max_length=64, description="ISO 8601 time (default now): a month in progress "
+              "at this time also gets a projection, an estimate."),
+    ] = None,
+) -> dict[str, Any]:
+    from tenantcost.economics import GroupBy
+    from tenantcost.service.pricing import as_of_time, priced_month
+
+    with store_refusals():
+        priced = priced_month(request.app.state.engine, request.app.state.store, principal,
+                              month, GroupBy(by), as_of_time(as_of))  # fmt: skip
+    if priced is None:
+        raise HTTPException(404, f"no figures of {month} to price")
+    return priced.doc
 
 
 class CloseRequest(BaseModel):

@@ -18,13 +18,14 @@ form's CSRF field before anything else.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
 import jinja2
 from fastapi import APIRouter, Depends, FastAPI, Form, Query, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from markupsafe import Markup
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tenantcost.service import figures, page_data
@@ -79,6 +80,8 @@ class Layout:
     csrf: str
     section: str
     cluster: bool
+    pricing: bool = False
+    """The nav's "Pricing" link (product, finance, admin)."""
 
 
 def install(app: FastAPI, settings: ServiceSettings) -> None:
@@ -149,7 +152,8 @@ def render(
     session, fresh = _session(request)
     principal = get_principal(request) if session.logged_in else None
     cluster = principal is not None and can(principal, Action.VIEW_CLUSTER).allowed
-    layout = Layout(principal, session.csrf, section, cluster)
+    pricing = principal is not None and can(principal, Action.VIEW_PRICING).allowed
+    layout = Layout(principal, session.csrf, section, cluster, pricing)
     html = request.app.state.page_env.get_template(name).render(layout=layout, **context)
     response = HTMLResponse(html, status_code=status)  # headers: service.headers
     if fresh:
@@ -387,6 +391,43 @@ def month_page(
 
     return _month_response(request, month, page=page, usage_page=usage_page,
                            message=page_views.done_message(done))  # fmt: skip
+
+
+@router.get("/pricing", response_class=HTMLResponse)
+def pricing_page(
+    request: Request,
+    month: str | None = Query(None, pattern=MONTH_PATTERN),
+    by: Literal["plan", "segment"] = Query("plan"),
+    as_of: str | None = Query(None, max_length=64),
+    page: PageNumber = 1,
+) -> Response:
+    """Product, finance, admin: the unit economics of a month (:mod:`tenantcost.service.
+    pricing`), the month the viewer's latest visible one by default."""
+    from tenantcost.economics import GroupBy
+    from tenantcost.errors import InputError
+    from tenantcost.service import pricing
+
+    principal = authorize(request, get_principal(request), Action.VIEW_PRICING)
+    engine = request.app.state.engine
+    months = [str(m["month"]) for m in figures.months_document(engine, principal)]
+    month = month or (months[-1] if months else None)
+    context: dict[str, Any] = {"months": months, "by": by, "by_choices": [str(g) for g in GroupBy],
+                               "view": None, "error": ""}  # fmt: skip
+    if month is None:
+        context["error"] = "No month to price yet: no run has been issued."
+        return render(request, "service/pricing.html", section="pricing", **context)
+    try:
+        priced = pricing.priced_month(engine, request.app.state.store, principal, month,
+                                      GroupBy(by), pricing.as_of_time(as_of))  # fmt: skip
+    except InputError as exc:
+        context["error"] = str(exc)
+        return render(request, "service/pricing.html", section="pricing", status=409, **context)
+    if priced is None:
+        raise not_found()
+    context["view"] = pricing.page_context(priced, months, page, as_of or "")
+    context["view"] |= {"cost_svg": Markup(context["view"]["cost_svg"]),
+                        "margin_svg": Markup(context["view"]["margin_svg"])}  # fmt: skip
+    return render(request, "service/pricing.html", section="pricing", **context)
 
 
 def _known_month(month: str) -> None:

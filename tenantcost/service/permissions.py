@@ -25,7 +25,16 @@ The rules (issue 10):
   corrections, the internal reason of a reopen, the batch list and batch withdrawal (issue 22:
   the repair of a month a later ingest made unusable; a withdrawal's reason is internal, so
   account managers see neither);
+* ``product`` (issue 24: pricing): every client's **issued** figures (the client list and
+  search, every client's page, sheets and history, issued revisions only: never a draft),
+  the cascade and key comparison of issued months (:attr:`Action.VIEW_ISSUED_MONTH`; the
+  comparison of a *closed* month only, since it is computed from the current inputs) and the
+  pricing page (:attr:`Action.VIEW_PRICING`). It reads a reopen's reason as clients read it.
+  It cannot close, reopen, ingest, list or withdraw batches, manage tokens, open the finance
+  month pages (drafts, batches, usage) or the invoice cascade: **403**;
 * ``admin``: everything finance may, and tokens.
+
+Finance and admin may do everything product may (their action sets include product's).
 """
 
 from __future__ import annotations
@@ -59,7 +68,13 @@ class Action(StrEnum):
     VIEW_DRAFTS = "view-drafts"
     """See figures of a run not (yet) issued; asked with the client for client URLs."""
     VIEW_CLUSTER = "view-cluster"
-    """Cluster-wide figures: reconciliation, compare, the finance month page."""
+    """Cluster-wide figures as finance reads them (drafts included): the month list page, the
+    finance month page (close/reopen forms, batches, usage)."""
+    VIEW_ISSUED_MONTH = "view-issued-month"
+    """GET /api/v1/months/{M}/reconciliation and /compare: the cascade and key comparison.
+    What run it shows, :func:`sees_drafts` decides (product: the issued revision only)."""
+    VIEW_PRICING = "view-pricing"
+    """GET /pricing: the unit economics of a month (cost, margin, price floors per plan)."""
     VIEW_INVOICE = "view-invoice"
     """GET /api/v1/months/{M}/reconciliation?against=invoice: the invoice cascade (the
     cloud invoice's total, its bridge and every billed line outside the clients)."""
@@ -111,7 +126,13 @@ _ROLE_ACTIONS: dict[Role, frozenset[Action]] = {
     Role.ADMIN: frozenset(Action),
     Role.FINANCE: frozenset(Action) - {Action.MANAGE_TOKENS},
     Role.ACCOUNT_MANAGER: frozenset({Action.LIST_MONTHS, Action.LIST_CLIENTS, Action.VIEW_CLIENT}),
-    Role.PRODUCT: frozenset(),
+    Role.PRODUCT: frozenset({
+        Action.LIST_MONTHS,
+        Action.LIST_CLIENTS,
+        Action.VIEW_CLIENT,
+        Action.VIEW_ISSUED_MONTH,
+        Action.VIEW_PRICING,
+    }),
     Role.INGEST: frozenset({Action.INGEST_USAGE}),
 }
 _CLIENT_ACTIONS = frozenset({Action.VIEW_CLIENT, Action.VIEW_DRAFTS})
