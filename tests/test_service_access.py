@@ -9,6 +9,9 @@ tenantcost.service.permissions), so a wrong rule in the code fails this test:
 * account-manager: lists, months and its own client; another client's URL is 404 with the
   same body as a client that does not exist; cluster-wide routes 403;
 * finance: every client, cluster routes, close and reopen, batches (issue 22); tokens 403;
+* product (issue 24): every client (issued figures only), the months, the cascade and key
+  comparison (issued months), the unit economics; close, reopen, batches, tokens, ingest and
+  the invoice cascade 403;
 * admin: everything.
 """
 
@@ -29,10 +32,12 @@ from .service_server import (
 )
 
 OWN, OTHER, GHOST = "client-a", "client-b", "no-such-client"
-ROLES = ("admin", "finance", "account-manager", "ingest", None)
-EVERYONE = {"admin", "finance", "account-manager", "ingest", None}
-READERS = {"admin", "finance", "account-manager"}
+ROLES = ("admin", "finance", "account-manager", "product", "ingest", None)
+EVERYONE = {"admin", "finance", "account-manager", "product", "ingest", None}
+READERS = {"admin", "finance", "account-manager", "product"}
 CLUSTER = {"admin", "finance"}
+ISSUED = {"admin", "finance", "product"}
+"""The issued months' cascade and key comparison, the unit economics (issue 24)."""
 INGESTERS = {"admin", "finance", "ingest"}
 
 
@@ -66,8 +71,11 @@ ROUTES = [
     Route("GET", C + "/months/{month}/sheet.md", READERS, per_client=True),
     Route("GET", C + "/months/{month}/sheet.pdf", READERS, per_client=True),
     Route("GET", C + "/history", READERS, per_client=True),
-    Route("GET", "/api/v1/months/{month}/reconciliation", CLUSTER),
-    Route("GET", "/api/v1/months/{month}/compare?keys=requests,cpu_seconds", CLUSTER),
+    Route("GET", "/api/v1/months/{month}/reconciliation", ISSUED),
+    Route("GET", "/api/v1/months/{month}/reconciliation?against=invoice", CLUSTER, ok=404),
+    Route("GET", "/api/v1/months/{month}/compare?keys=requests,cpu_seconds", ISSUED),
+    # the store of this module has no catalog: access lets through, pricing refuses
+    Route("GET", "/api/v1/months/{month}/unit-economics?by=plan", ISSUED, ok=422),
     # Writes: requests access lets through but the store refuses, so nothing changes.
     Route("POST", "/api/v1/months/{month}/close", CLUSTER, ok=409, json={}),
     Route("POST", "/api/v1/months/{month}/reopen", CLUSTER, ok=422, json={"reason": ""}),
@@ -121,6 +129,7 @@ def served(
         "admin": create_token(db, "admin", "root-admin"),
         "finance": create_token(db, "finance", "fin"),
         "account-manager": create_token(db, "account-manager", "am-a", OWN, "client-c"),
+        "product": create_token(db, "product", "pricing"),
         "ingest": create_token(db, "ingest", "app"),
     }
     with running_service(db, data, tmp / "serve.log") as service:
@@ -163,14 +172,15 @@ def test_an_account_manager_lists_and_searches_only_its_own_clients(served: Serv
     headers = {"Authorization": f"Bearer {served.tokens['account-manager']}"}
     url = served.service.url + "/api/v1/clients"
     every = httpx.get(url, headers=headers).json()
-    assert every == {"items": [{"id": "client-a"}, {"id": "client-c"}], "page": 1,
-                     "per_page": 50, "total": 2}  # fmt: skip
+    assert every == {"items": [{"id": "client-a", "name": None}, {"id": "client-c", "name": None}],
+                     "page": 1, "per_page": 50, "total": 2}  # fmt: skip  (no catalog: no names)
     assert httpx.get(url, params={"q": "B"}, headers=headers).json()["total"] == 0
     admin = {"Authorization": f"Bearer {served.tokens['admin']}"}
     found = httpx.get(url, params={"q": "B"}, headers=admin).json()
-    assert found["items"] == [{"id": "client-b"}] and found["total"] == 1
+    assert found["items"] == [{"id": "client-b", "name": None}] and found["total"] == 1
     page2 = httpx.get(url, params={"per_page": 2, "page": 2}, headers=admin).json()
-    assert page2 == {"items": [{"id": "client-c"}], "page": 2, "per_page": 2, "total": 3}
+    assert page2 == {"items": [{"id": "client-c", "name": None}], "page": 2, "per_page": 2,
+                     "total": 3}  # fmt: skip
     assert httpx.get(url, params={"per_page": 501}, headers=admin).status_code == 422
 
 

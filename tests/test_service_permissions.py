@@ -22,7 +22,8 @@ TABLE: dict[Role, set[Action]] = {
     Role.ADMIN: set(Action),
     Role.FINANCE: set(Action) - {A.MANAGE_TOKENS},
     Role.ACCOUNT_MANAGER: {A.LIST_MONTHS, A.LIST_CLIENTS, A.VIEW_CLIENT},
-    Role.PRODUCT: set(),  # scaffold: the product part fills this in
+    Role.PRODUCT: {A.LIST_MONTHS, A.LIST_CLIENTS, A.VIEW_CLIENT, A.VIEW_ISSUED_MONTH,
+                   A.VIEW_PRICING},  # issue 24: issued figures, their cascade, pricing
     Role.INGEST: {A.INGEST_USAGE},
 }
 MINE = frozenset({"acme", "globex"})
@@ -65,3 +66,24 @@ def test_only_finance_and_admin_see_drafts_and_every_client(client: str) -> None
         assert (client_scope(who) is None) is (role is not Role.ACCOUNT_MANAGER)
         if cluster:
             assert can(who, A.VIEW_CLIENT, client) is Decision.ALLOW
+
+
+def test_finance_and_admin_may_do_everything_product_may() -> None:
+    for role in (Role.FINANCE, Role.ADMIN):
+        assert TABLE[Role.PRODUCT] <= TABLE[role]
+    assert {A.VIEW_PRICING, A.VIEW_ISSUED_MONTH} <= TABLE[Role.PRODUCT]
+    never = {A.VIEW_DRAFTS, A.VIEW_CLUSTER, A.VIEW_INVOICE, A.CLOSE_MONTH, A.REOPEN_MONTH,
+             A.INGEST_USAGE, A.MANAGE_TOKENS, A.LIST_BATCHES, A.WITHDRAW_BATCH}  # fmt: skip
+    assert not never & TABLE[Role.PRODUCT]
+    assert never | TABLE[Role.PRODUCT] == set(Action)  # every action decided for product
+
+
+@given(st.text(min_size=1, max_size=30))
+def test_product_sees_every_client_but_never_a_draft_or_an_internal_reason(client: str) -> None:
+    from tenantcost.service.permissions import sees_internal_reasons
+
+    product = principal(Role.PRODUCT)
+    assert can(product, A.VIEW_CLIENT, client) is Decision.ALLOW
+    assert can(product, A.VIEW_DRAFTS, client) is Decision.FORBIDDEN
+    assert not sees_drafts(product) and not sees_internal_reasons(product)
+    assert client_scope(product) is None

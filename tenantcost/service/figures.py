@@ -219,17 +219,29 @@ def _client_names(principal: Principal) -> Select[Any]:
 def search_clients(
     engine: Engine, principal: Principal, q: str, page: int, per_page: int
 ) -> dict[str, Any]:
-    """``GET /api/v1/clients``: a page of client ids containing ``q`` (any case), in order;
-    filtered, counted and paged in SQL (fast on 10,000 clients)."""
+    """``GET /api/v1/clients``: a page of the clients whose id or catalog name contains
+    ``q`` (any case), in id order, each with its name (``None``: not in the catalog or
+    unnamed); filtered, counted and paged in SQL (fast on 10,000 clients). Names come from
+    the store's catalog for the listed clients only, so a client-scoped principal matches
+    and reads its own clients' names, never another's."""
+    from tenantcost.store.catalog import catalog_names
+
     base = _client_names(principal).subquery()
-    query = select(base.c.client)
+    names = catalog_names().subquery()
+    query = select(base.c.client, names.c.name).join_from(
+        base, names, names.c.client == base.c.client, isouter=True
+    )
     if q:
         escaped = q.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        query = query.where(func.lower(base.c.client).like(f"%{escaped}%", escape="\\"))
+        pattern = f"%{escaped}%"
+        query = query.where(
+            func.lower(base.c.client).like(pattern, escape="\\")
+            | func.lower(func.coalesce(names.c.name, "")).like(pattern, escape="\\")
+        )
     filtered = query.subquery()
     total_column = func.count().over().label("total")  # the count in the same scan
     paged = (
-        select(filtered.c.client, total_column)
+        select(filtered.c.client, filtered.c.name, total_column)
         .order_by(filtered.c.client)
         .limit(per_page)
         .offset((page - 1) * per_page)
@@ -240,9 +252,9 @@ def search_clients(
             total = int(found[0].total)
         else:  # a page past the end: count alone
             total = int(conn.execute(select(func.count()).select_from(filtered)).scalar() or 0)
-    rows = [r.client for r in found]
     return {
-        "items": [{"id": str(c)} for c in rows],
+        "items": [{"id": str(r.client), "name": None if r.name is None else str(r.name)}
+                  for r in found],  # fmt: skip
         "page": page,
         "per_page": per_page,
         "total": total,

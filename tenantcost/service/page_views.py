@@ -57,6 +57,8 @@ class SearchRow:
     amount: str | None
     currency: str | None
     status: str | None
+    name: str | None = None
+    """The catalog's name of the client (None: not in the catalog, or unnamed)."""
 
 
 @dataclass(frozen=True)
@@ -74,9 +76,16 @@ class SearchView:
 
 
 def search_view(
-    q: str, page: int, per_page: int, total: int, ids: list[str], figures: pd.DataFrame
+    q: str,
+    page: int,
+    per_page: int,
+    total: int,
+    ids: list[str],
+    figures: pd.DataFrame,
+    names: dict[str, str] | None = None,
 ) -> SearchView:
-    """The search page: each listed client's latest visible month."""
+    """The search page: each listed client's latest visible month, and its catalog name."""
+    names = names or {}
     latest = figures.drop_duplicates("client", keep="last").set_index("client")
     rows = []
     for client in ids:  # one page (at most 500 rows): display only, the query did the work
@@ -91,10 +100,12 @@ def search_view(
                     format_amount(int(f["amount"]), places),
                     str(f["currency"]),
                     str(f["status"]),
+                    names.get(client),
                 )
             )
         else:
-            rows.append(SearchRow(client, client_href(client), None, None, None, None))
+            rows.append(SearchRow(client, client_href(client), None, None, None, None,
+                                  names.get(client)))  # fmt: skip
     pages = max(1, math.ceil(total / per_page))
 
     def href(n: int) -> str:
@@ -172,6 +183,8 @@ class ClientView:
     sheet: SheetLinks
     history: list[HistoryRow]
     history_svg: Markup
+    name: str | None = None
+    """The catalog's name of the client (None: not in the catalog, or unnamed)."""
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -182,7 +195,9 @@ def _int_or_none(value: Any) -> int | None:
     )
 
 
-def client_view(client: str, rows: pd.DataFrame, month: str | None, drafts: bool) -> ClientView:
+def client_view(
+    client: str, rows: pd.DataFrame, month: str | None, drafts: bool, name: str | None = None
+) -> ClientView:
     """The client page for ``month`` (default: the latest month with a figure)."""
     months = rows["month"].tolist()
     chosen = month or months[-1]
@@ -214,6 +229,7 @@ def client_view(client: str, rows: pd.DataFrame, month: str | None, drafts: bool
         sheet,
         history,
         _history_chart(client, rows),
+        name,
     )
 
 
@@ -315,6 +331,8 @@ class KeyRow:
     href: str
     amounts: list[str]
     issued: str = ""
+    name: str | None = None
+    """The catalog's name of the client (None: not in the catalog, or unnamed)."""
 
 
 @dataclass(frozen=True)
@@ -478,12 +496,16 @@ class KeysTable:
 def _keys_table(engine: Engine, run_id: str, month: str, page: int, places: int) -> KeysTable:
     per_page = MONTH_CLIENTS_PER_PAGE
     wide, totals, count = page_data.run_clients_page(engine, run_id, page, per_page)
+    from tenantcost.store.catalog import names_of
+
     keys = [c for c in wide.columns if c != "client"] or ["rule"]
+    names = names_of(engine, [str(c) for c in wide["client"]])  # this page's clients: one query
     rows = [
         KeyRow(
             str(r["client"]),
             client_href(str(r["client"]), month),
             [format_amount(int(r[k]), places) for k in keys],
+            name=names.get(str(r["client"])),
         )
         for r in wide.to_dict("records")
     ]  # one page of clients (at most 100): display only

@@ -287,8 +287,9 @@ def clients_page(
     scope = _scope(principal)
     found = figures.search_clients(engine, principal, q.strip(), page, per_page)
     ids, total = [str(item["id"]) for item in found["items"]], int(found["total"])
+    names = {str(item["id"]): str(item["name"]) for item in found["items"] if item["name"]}
     rows = page_data.figures(engine, scope, ids)
-    search = page_views.search_view(q.strip(), page, per_page, total, ids, rows)
+    search = page_views.search_view(q.strip(), page, per_page, total, ids, rows, names)
     return render(request, "service/clients.html", section="clients", search=search)
 
 
@@ -306,8 +307,11 @@ def client_page(
     rows = page_data.figures(engine, scope, [access.client])
     if rows.empty or (month is not None and month not in set(rows["month"])):
         raise not_found()
+    from tenantcost.store.catalog import names_of
+
     rows = rows.assign(**_shown_text(engine, access.principal, access.client, rows))
-    view = page_views.client_view(access.client, rows, month, scope.drafts)
+    name = names_of(engine, [access.client]).get(access.client)  # the client's own name only
+    view = page_views.client_view(access.client, rows, month, scope.drafts, name)
     return render(request, "service/client.html", section="clients", view=view)
 
 

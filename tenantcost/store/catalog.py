@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-from sqlalchemy import Connection, Engine, insert, select
+from sqlalchemy import Connection, Engine, Select, func, insert, select
 
 from tenantcost.catalog import CATALOG_COLUMNS, Catalog, read_catalog
 from tenantcost.errors import InputError
@@ -114,6 +114,24 @@ def stored_catalog(bind: Engine | Connection) -> Catalog:
     columns = [*_STORED[:6], "currency", "has_revenue", "start", "end", "row"]
     return Catalog(frame[columns].reset_index(drop=True), f"store catalog ({origin})",
                    CATALOG_COLUMNS)  # fmt: skip
+
+
+def catalog_names() -> Select[tuple[str, str]]:
+    """``client, name`` of the store's catalog (its latest load), clients with a name only:
+    a query to join (the service's client search matches names in SQL) or to filter."""
+    load, client = table(CatalogLoad).c, table(CatalogClient).c
+    latest = select(func.max(load.id)).scalar_subquery()
+    return select(client.client, client.name).where(client.load_id == latest, client.name != "")
+
+
+def names_of(bind: Engine | Connection, clients: list[str]) -> dict[str, str]:
+    """The catalog names of ``clients`` (one page of a list: one query), those with one."""
+    if not clients:
+        return {}
+    names = catalog_names().subquery()
+    query = select(names.c.client, names.c.name).where(names.c.client.in_(clients))
+    with _connected(bind) as connection:
+        return {str(c): str(n) for c, n in connection.execute(query).all()}
 
 
 @contextmanager
