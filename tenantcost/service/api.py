@@ -274,8 +274,11 @@ def get_unit_economics(
     by: Annotated[Literal["plan", "segment"], Query(description="Group clients by.")] = "plan",
     as_of: Annotated[
         str | None,
-        Query(max_length=64, description="ISO 8601 time (default now): a month in progress "
-              "at this time also gets a projection, an estimate."),
+        Query(
+            max_length=64,
+            description="ISO 8601 time (default now): a month in progress "
+            "at this time also gets a projection, an estimate.",
+        ),
     ] = None,
 ) -> dict[str, Any]:
     from tenantcost.economics import GroupBy

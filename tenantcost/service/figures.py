@@ -252,9 +252,9 @@ def search_clients(
             total = int(found[0].total)
         else:  # a page past the end: count alone
             total = int(conn.execute(select(func.count()).select_from(filtered)).scalar() or 0)
+    items = [{"id": str(r.client), "name": None if r.name is None else str(r.name)} for r in found]
     return {
-        "items": [{"id": str(r.client), "name": None if r.name is None else str(r.name)}
-                  for r in found],  # fmt: skip
+        "items": items,
         "page": page,
         "per_page": per_page,
         "total": total,

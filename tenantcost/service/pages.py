@@ -421,8 +421,13 @@ def pricing_page(
         context["error"] = "No month to price yet: no run has been issued."
         return render(request, "service/pricing.html", section="pricing", **context)
     try:
+        at = pricing.as_of_time(as_of)
+    except InputError as exc:
+        context["error"] = str(exc)
+        return render(request, "service/pricing.html", section="pricing", status=422, **context)
+    try:
         priced = pricing.priced_month(engine, request.app.state.store, principal, month,
-                                      GroupBy(by), pricing.as_of_time(as_of))  # fmt: skip
+                                      GroupBy(by), at)  # fmt: skip
     except InputError as exc:
         context["error"] = str(exc)
         return render(request, "service/pricing.html", section="pricing", status=409, **context)

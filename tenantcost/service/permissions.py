@@ -126,13 +126,15 @@ _ROLE_ACTIONS: dict[Role, frozenset[Action]] = {
     Role.ADMIN: frozenset(Action),
     Role.FINANCE: frozenset(Action) - {Action.MANAGE_TOKENS},
     Role.ACCOUNT_MANAGER: frozenset({Action.LIST_MONTHS, Action.LIST_CLIENTS, Action.VIEW_CLIENT}),
-    Role.PRODUCT: frozenset({
-        Action.LIST_MONTHS,
-        Action.LIST_CLIENTS,
-        Action.VIEW_CLIENT,
-        Action.VIEW_ISSUED_MONTH,
-        Action.VIEW_PRICING,
-    }),
+    Role.PRODUCT: frozenset(
+        {
+            Action.LIST_MONTHS,
+            Action.LIST_CLIENTS,
+            Action.VIEW_CLIENT,
+            Action.VIEW_ISSUED_MONTH,
+            Action.VIEW_PRICING,
+        }
+    ),
     Role.INGEST: frozenset({Action.INGEST_USAGE}),
 }
 _CLIENT_ACTIONS = frozenset({Action.VIEW_CLIENT, Action.VIEW_DRAFTS})

@@ -151,7 +151,7 @@ def margin_chart(
             f'y2="{base}" stroke="#8a5a00" stroke-dasharray="4 3">'
             f"<title>margin floor {floor:.1f} %</title></line>"
         )
-    ticks = [(LEFT, f"{lo:.0f} %"), (WIDTH - RIGHT, f"{hi:.0f} %")]
+    ticks: list[tuple[float, str]] = [(LEFT, f"{lo:.0f} %"), (WIDTH - RIGHT, f"{hi:.0f} %")]
     if lo < 0 < hi:
         ticks.insert(1, (at(0.0), "0 %"))
     desc = (
