@@ -122,6 +122,7 @@ def test_the_pricing_page_shows_the_documents_figures(served: Served) -> None:
         assert f'<th scope="row">{plan["plan"]}</th>' in html
     for client in doc["clients"]:
         assert client["client"] in html and client["name"] in html
+        assert f'href="/clients/{client["client"]}?month={MONTH}"' in html  # its page
     assert "0.3666" in text and "1.2220" in text  # business: all-in per client, price floor
     assert "Gini coefficient 0.402" in text
     # charts: labelled axes with units, text never under 11 px

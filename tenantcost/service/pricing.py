@@ -98,6 +98,7 @@ def as_of_time(text: str | None) -> pd.Timestamp:
 def page_context(priced: PricedMonth, months: list[str], page: int, as_of: str) -> dict[str, Any]:
     """What ``service/pricing.html`` shows: the document, the charts, one page of clients
     (lowest margin first: the clients a price must move), the month and grouping choices."""
+    from tenantcost.service.urls import client_href
     from tenantcost.writers.pricing_charts import cost_chart, margin_chart
 
     doc = priced.doc
@@ -110,7 +111,10 @@ def page_context(priced: PricedMonth, months: list[str], page: int, as_of: str) 
     )  # one sort of the document's clients, in C
     pages = max(1, math.ceil(len(clients) / CLIENTS_PER_PAGE))
     page = min(page, pages)
-    shown = clients[(page - 1) * CLIENTS_PER_PAGE : page * CLIENTS_PER_PAGE]
+    shown = [
+        c | {"href": client_href(str(c["client"]), str(doc["month"]))}
+        for c in clients[(page - 1) * CLIENTS_PER_PAGE : page * CLIENTS_PER_PAGE]
+    ]  # one page (50): the link to each client's page
 
     def href(**change: Any) -> str:
         query = {"month": doc["month"], "by": by} | ({"as_of": as_of} if as_of else {})
