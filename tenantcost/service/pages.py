@@ -446,7 +446,13 @@ def close_month_form(
     _check_csrf(request, csrf_token)
     _known_month(month)
     from tenantcost.errors import InputError
-    from tenantcost.store.cycle import NothingChanged, close_month, incomplete_note
+    from tenantcost.store.cycle import (
+        MonthState,
+        NothingChanged,
+        close_month,
+        incomplete_note,
+        month_state,
+    )
     from tenantcost.store.lock import StoreLocked
 
     store = request.app.state.store
@@ -457,8 +463,9 @@ def close_month_form(
             status=409,
             error="The service has no data directory: it cannot run a month.",
         )
-    if allow_incomplete and not confirmed:
-        note = incomplete_note(request.app.state.engine, month)
+    engine = request.app.state.engine
+    if allow_incomplete and not confirmed and month_state(engine, month) is MonthState.OPEN:
+        note = incomplete_note(engine, month)
         if note is not None:
             return _confirm_response(request, month, note, bool(force))
     try:
