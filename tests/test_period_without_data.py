@@ -94,7 +94,7 @@ def test_the_store_names_what_it_holds(tmp_path: Path):
         one_line(
             runner.invoke(app, ["ingest", kind, option, str(path), "--month", "2026-12", *db]),
             f"no {'cost' if kind == 'costs' else kind} rows to ingest in the period 2026-12-01",
-            f"rows cover 2026-11-03T10:00:00+00:00 to 2026-11-03T11:00:00+00:00",
+            "rows cover 2026-11-03T10:00:00+00:00 to 2026-11-03T11:00:00+00:00",
         )
         done = runner.invoke(app, ["ingest", kind, option, str(path), *db])
         assert done.exit_code == 0, done.output

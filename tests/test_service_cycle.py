@@ -99,6 +99,6 @@ def test_reopen_correct_close_through_the_api(
         assert problem["detail"].startswith("nothing changed since revision 2 of 2026-11")
         assert problem["revision"] == 2 and '"force": true' in problem["detail"]
         assert seen(manager)["revision"] == 2  # nothing issued
-        forced = httpx.post(f"{api}/months/{MONTH}/close", headers=finance,
-                            json={"allow_incomplete": True, "force": True}, timeout=120)  # fmt: skip
+        forced = httpx.post(f"{api}/months/{MONTH}/close", headers=finance, timeout=120,
+                            json={"allow_incomplete": True, "force": True})  # fmt: skip
         assert forced.status_code == 200 and forced.json()["revision"] == 3, forced.text
