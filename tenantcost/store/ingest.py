@@ -381,8 +381,12 @@ def _nothing(
     where = (
         f" in the period {period.start.isoformat()} to {period.end.isoformat()}" if period else ""
     )
-    span = f"; its {what} rows cover {covered[0].isoformat()} to {covered[1].isoformat()}"
-    return f"no {what} rows to ingest{where}{span if covered is not None else ''}"
+    span = (
+        f"; its {what} rows cover {covered[0].isoformat()} to {covered[1].isoformat()}"
+        if covered is not None
+        else ""
+    )
+    return f"no {what} rows to ingest{where}{span}"
 
 
 def _usage_span(
