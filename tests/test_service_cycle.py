@@ -90,7 +90,7 @@ def test_reopen_correct_close_through_the_api(
         again = httpx.post(f"{api}/months/{MONTH}/close", headers=finance, json={})
         assert again.status_code == 409 and "already closed" in again.json()["detail"]
         # Reopened with no new input: the close is refused (409 problem), unless forced.
-        assert httpx.post(f"{api}/months/{MONTH}/reopen", headers=finance,
+        assert httpx.post(f"{api}/months/{MONTH}/reopen", headers=finance, timeout=60,
                           json={"reason": "checking"}).status_code == 200  # fmt: skip
         unchanged = httpx.post(f"{api}/months/{MONTH}/close", headers=finance,
                                json={"allow_incomplete": True}, timeout=120)  # fmt: skip
