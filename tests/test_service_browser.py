@@ -164,7 +164,8 @@ def test_finance_closes_reopens_with_a_reason_and_closes_again(browser, open_sto
     # the confirmation step: the missing hours, nothing issued yet
     confirm = page.locator("#confirm-close")
     assert "719 of 720 hours lack costs" in confirm.inner_text()
-    assert page.locator("#missing-table tbody tr").count() == 2  # costs and usage, one span each
+    # costs and usage, each lacking the spans before and after the example's one hour
+    assert page.locator("#missing-table tbody tr").count() == 4
     assert page.locator("#state").inner_text().lower() == "open"
     check_page(page)
     page.get_by_role("button", name=f"Close {MONTH} incomplete").click()
