@@ -93,7 +93,8 @@ def restated_store(db: str, data: str, folder: Path) -> None:
     tenantcost("close", "--month", MONTH, "--allow-incomplete", *store)
     tenantcost("reopen", "--month", MONTH, "--reason", INTERNAL, "--client-reason",
                CLIENT_REASON, *store)  # fmt: skip
-    closed = tenantcost("close", "--month", MONTH, "--allow-incomplete", *store)
+    # No new input: the restatement's text is what is tested, so the close is forced.
+    closed = tenantcost("close", "--month", MONTH, "--allow-incomplete", "--force", *store)
     assert f"reason: {INTERNAL}" in closed and f"clients read: {CLIENT_REASON}" in closed
 
 
@@ -189,7 +190,7 @@ def test_without_a_client_reason_managers_read_the_fixed_note(tmp_path: Path) ->
     restated_store(db, data, tmp_path)
     store = ("--db", db, "--data", data)
     tenantcost("reopen", "--month", MONTH, "--reason", INTERNAL, *store)
-    tenantcost("close", "--month", MONTH, "--allow-incomplete", *store)
+    tenantcost("close", "--month", MONTH, "--allow-incomplete", "--force", *store)
     refused = invoke("reopen", "--month", MONTH, "--reason", "x", "--client-reason", "a\x00b",
                      *store)  # fmt: skip
     assert refused.exit_code == 2 and "--client-reason: control character U+0000" in refused.stderr

@@ -157,8 +157,18 @@ def test_finance_closes_reopens_with_a_reason_and_closes_again(browser, open_sto
     check_page(page)
     assert page.locator("#state").inner_text().lower() == "open"
     assert page.locator("#cascade-table").count() == 1  # the draft run's cascade
-    page.get_by_label("Close even though hours lack costs or usage").check()
+    box = page.get_by_label("Close even though hours lack costs or usage")
+    assert not box.is_checked()  # incomplete, yet never pre-ticked: one click issues nothing
+    box.check()
     page.get_by_role("button", name=f"Close {MONTH}").click()
+    # the confirmation step: the missing hours, nothing issued yet
+    confirm = page.locator("#confirm-close")
+    assert "719 of 720 hours lack costs" in confirm.inner_text()
+    # costs and usage, each lacking the spans before and after the example's one hour
+    assert page.locator("#missing-table tbody tr").count() == 4
+    assert page.locator("#state").inner_text().lower() == "open"
+    check_page(page)
+    page.get_by_role("button", name=f"Close {MONTH} incomplete").click()
     page.wait_for_url("**?done=closed-1")
     assert page.locator("#message").inner_text() == "Closed: revision 1 issued."
     assert page.locator("#revision").inner_text() == "1"
@@ -175,6 +185,7 @@ def test_finance_closes_reopens_with_a_reason_and_closes_again(browser, open_sto
     page.reload()
     page.get_by_label("Close even though hours lack costs or usage").check()
     page.get_by_role("button", name=f"Close {MONTH}").click()
+    page.get_by_role("button", name=f"Close {MONTH} incomplete").click()
     page.wait_for_url("**?done=closed-2")
     assert page.locator("#message").inner_text() == "Closed: revision 2 issued."
     assert page.locator("#revision").inner_text() == "2"

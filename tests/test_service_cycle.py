@@ -89,3 +89,16 @@ def test_reopen_correct_close_through_the_api(
             (1, "superseded", None), (2, "issued", told)]  # fmt: skip
         again = httpx.post(f"{api}/months/{MONTH}/close", headers=finance, json={})
         assert again.status_code == 409 and "already closed" in again.json()["detail"]
+        # Reopened with no new input: the close is refused (409 problem), unless forced.
+        assert httpx.post(f"{api}/months/{MONTH}/reopen", headers=finance, timeout=60,
+                          json={"reason": "checking"}).status_code == 200  # fmt: skip
+        unchanged = httpx.post(f"{api}/months/{MONTH}/close", headers=finance,
+                               json={"allow_incomplete": True}, timeout=120)  # fmt: skip
+        assert unchanged.status_code == 409, unchanged.text
+        problem = unchanged.json()
+        assert problem["detail"].startswith("nothing changed since revision 2 of 2026-11")
+        assert problem["revision"] == 2 and '"force": true' in problem["detail"]
+        assert seen(manager)["revision"] == 2  # nothing issued
+        forced = httpx.post(f"{api}/months/{MONTH}/close", headers=finance, timeout=120,
+                            json={"allow_incomplete": True, "force": True})  # fmt: skip
+        assert forced.status_code == 200 and forced.json()["revision"] == 3, forced.text

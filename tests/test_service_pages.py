@@ -275,6 +275,19 @@ def test_finance_month_page_shows_cascade_idle_keys_and_provenance(served: Serve
     for figure in ("0.2022", "0.3219", "0.6434", "100.0 %"):  # clients, idle, reference
         assert figure in text
     assert 'id="idle-ratio">55.7 %<' in text
+    # the two idle shares, each saying what it is a share of
+    assert "<dt>Idle, % of the OpenCost total</dt>" in text
+    assert "<dt>Idle, % of the reference total</dt>" in text
+    assert 'id="idle-of-reference">50.0 %<' in text
+    assert '<th scope="col" class="num">% of reference total</th>' in text
+    # the cascade's foot: the reference total and what it is made of, and the gap
+    assert re.search(r'<th scope="row">reference total</th><td class="num">0\.6434</td>'
+                     r'<td class="num">100\.0 %</td><td>OpenCost total 0\.5784 \+ external '
+                     r"0\.0650</td>", text)  # fmt: skip
+    assert re.search(r'<th scope="row">gap</th><td class="num">0\.0000</td><td class="num">'
+                     r"</td><td>closes</td>", text)  # fmt: skip
+    assert 'href="/months/2026-11/finance-summary.html"' in text
+    assert 'href="/months/2026-11/finance-summary.pdf"' in text
     for key in ("the rule", "CPU seconds", "requests", "even split"):
         assert f">{key}</th>" in text
     for amount in ("0.1235", "0.0897", "0.1513", "0.0674"):  # client-a under each key
@@ -282,6 +295,33 @@ def test_finance_month_page_shows_cascade_idle_keys_and_provenance(served: Serve
     assert "reopen-form" in text and "close-form" not in text
     assert text.count('<th scope="row" class="num">') == 2  # the two batches the run read
     assert "usage.csv" in text and "costs.json" in text
+
+
+def test_finance_summary_downloads_for_finance_and_admin_only(served: Served):
+    for who in ("finance", "admin"):
+        browser = logged_in(served, who)
+        html = browser.get(f"/months/{MONTH}/finance-summary.html")
+        assert html.status_code == 200 and html.headers["content-type"].startswith("text/html")
+        assert 'filename="2026-11-finance-summary.html"' in html.headers["content-disposition"]
+        text = html.text
+        assert "Finance summary: 2026-11" in text and 'id="reference-total">0.6434 USD<' in text
+        assert '<a href="/months/2026-11">Month page</a>' in text  # not the pack's index.html
+        assert 'href="/clients/client-b?month=2026-11"' in text
+        for client in ("client-a", "client-b", "client-c"):
+            assert client in text
+        pdf = browser.get(f"/months/{MONTH}/finance-summary.pdf")
+        assert pdf.status_code == 200 and pdf.content.startswith(b"%PDF-")
+        assert pdf.headers["content-type"] == "application/pdf"
+        assert pdf.headers["content-disposition"].startswith("attachment;")
+    manager = logged_in(served, "manager")
+    for fmt in ("html", "pdf"):
+        denied = manager.get(f"/months/{MONTH}/finance-summary.{fmt}")
+        assert denied.status_code == 403 and "client-b" not in denied.text
+    finance = logged_in(served, "finance")
+    assert finance.get("/months/2026-10/finance-summary.html").status_code == 404  # no run
+    assert finance.get("/months/11-2026/finance-summary.pdf").status_code == 404
+    anonymous = httpx.Client(base_url=served.url)
+    assert anonymous.get(f"/months/{MONTH}/finance-summary.html").status_code == 303  # login
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -302,10 +342,21 @@ def test_close_and_reopen_through_the_forms(open_month: Served):
     month = finance.get(f"/months/{MONTH}")
     assert 'id="state">open<' in month.text and "close-form" in month.text
     csrf = CSRF.search(month.text).group(1)  # type: ignore[union-attr]
+    assert 'id="allow_incomplete" name="allow_incomplete" value="1">' in month.text  # unticked
+    assert 'id="force"' not in month.text  # nothing issued yet: nothing to force
     refused = finance.post(f"/months/{MONTH}/close", data={"csrf_token": csrf})
     assert refused.status_code == 409 and "--allow-incomplete" in refused.text  # 1 h of 720
-    closed = finance.post(f"/months/{MONTH}/close",
+    # Ticked: not a close yet, the confirmation step with the missing hours.
+    ticked = finance.post(f"/months/{MONTH}/close",
                           data={"csrf_token": csrf, "allow_incomplete": "1"})  # fmt: skip
+    assert ticked.status_code == 200 and 'id="confirm-close"' in ticked.text
+    assert "719 of 720 hours lack costs" in ticked.text and 'id="missing-table"' in ticked.text
+    assert 'id="state">open<' in ticked.text and "close-form" not in ticked.text
+    assert 'name="confirmed" value="1"' in ticked.text
+    assert finance.get(f"/months/{MONTH}").text.count('id="revision">none issued<') == 1
+    closed = finance.post(f"/months/{MONTH}/close",
+                          data={"csrf_token": csrf, "allow_incomplete": "1",
+                                "confirmed": "1"})  # fmt: skip
     assert closed.status_code == 303
     shown = finance.get(closed.headers["location"])
     assert "Closed: revision 1 issued." in shown.text and 'id="revision">1<' in shown.text
@@ -318,8 +369,17 @@ def test_close_and_reopen_through_the_forms(open_month: Served):
     page = finance.get(reopened.headers["location"])
     assert "Reopened" in page.text and 'id="state">open<' in page.text
     assert "usage corrected" in page.text  # the events table
-    again = finance.post(f"/months/{MONTH}/close",
-                         data={"csrf_token": csrf, "allow_incomplete": "1"})  # fmt: skip
+    assert 'id="force" name="force" value="1">' in page.text  # unticked
+    same = {"csrf_token": csrf, "allow_incomplete": "1", "confirmed": "1"}
+    unchanged = finance.post(f"/months/{MONTH}/close", data=same)  # no new input since
+    assert unchanged.status_code == 409 and 'id="state">open<' in unchanged.text
+    assert "nothing changed since revision 1 of 2026-11" in unchanged.text
+    assert "Close even though nothing changed" in unchanged.text
+    # forced, with the confirmation step keeping the force
+    confirm = finance.post(f"/months/{MONTH}/close",
+                           data={"csrf_token": csrf, "allow_incomplete": "1", "force": "1"})
+    assert confirm.status_code == 200 and 'name="force" value="1"' in confirm.text
+    again = finance.post(f"/months/{MONTH}/close", data={**same, "force": "1"})
     assert again.headers["location"].endswith("closed-2")
     engine = engine_of(open_month)
     try:

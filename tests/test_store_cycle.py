@@ -28,6 +28,7 @@ from tenantcost.store.cycle import (
     MonthClosed,
     MonthNotClosed,
     MonthState,
+    NothingChanged,
     _statement_rows,
     close_month,
     closed_months,
@@ -271,7 +272,10 @@ def test_the_functions_the_service_calls(example: Store):
     assert (reopened.revision, reopened.reason, reopened.actor) == (1, "two words", "token:ops")
     issued = latest_issued(engine, MONTH)
     assert issued is not None and issued.state is MonthState.OPEN and issued.revision == 1
-    again = close_month(example, MONTH, allow_incomplete=True, actor="token:ci")
+    with pytest.raises(NothingChanged, match="nothing changed since revision 1 of 2026-11"):
+        close_month(example, MONTH, allow_incomplete=True, actor="token:ci")
+    assert issued_revision(engine, MONTH) == 1 and month_state(engine, MONTH) == "open"
+    again = close_month(example, MONTH, allow_incomplete=True, actor="token:ci", force=True)
     assert (again.revision, again.reused_run, again.run_id) == (2, True, closed.run_id)
     assert again.reason == "two words" and again.statements["difference"].tolist() == [0, 0, 0]
     assert statements(engine, MONTH, 1)["amount"].tolist() == [123458, 77173, 1569]
@@ -306,7 +310,9 @@ def test_close_runs_again_when_an_input_or_the_rule_file_changed(example: Store,
     comment = tmp_path / "rules-commented.yaml"
     comment.write_text("# reviewed\n" + RULES.read_text())  # same versions, another file
     assert cli("rules", "load", str(comment), *db).exit_code == 0  # allowed: no version changes
-    again = close_month(example, MONTH, allow_incomplete=True, actor="t")
+    # A new run with the same figures and rules: issued only when forced (see
+    # test_a_close_that_changes_nothing_is_refused_unless_forced).
+    again = close_month(example, MONTH, allow_incomplete=True, actor="t", force=True)
     assert not again.reused_run and again.run_id != closed.run_id
     assert again.statements["difference"].tolist() == [0, 0, 0]
 
@@ -400,6 +406,60 @@ def test_a_complete_month_closes_without_the_flag(tmp_path: Path):
     engine.dispose()
 
 
+def test_a_close_that_changes_nothing_is_refused_unless_forced(store_url: str, tmp_path: Path):
+    """Reopen and close with no new input: refused in one line, nothing written; --force
+    issues it; a correction needs no force."""
+    db = example_store(store_url, str(tmp_path / "data"))
+    assert cli("close", "--month", MONTH, "--allow-incomplete", *db).exit_code == 0
+    assert cli("reopen", "--month", MONTH, "--reason", REASON, *db).exit_code == 0
+    engine = engine_for(store_url)
+    written = (count(engine, MonthEvent), count(engine, Statement))
+    one_line_refusal(cli("close", "--month", MONTH, "--allow-incomplete", *db),
+                     "nothing changed since revision 1 of 2026-11", "--force",
+                     "to issue revision 2 anyway")  # fmt: skip
+    assert (count(engine, MonthEvent), count(engine, Statement)) == written
+    assert month_state(engine, MONTH) == "open"
+    forced = cli("close", "--month", MONTH, "--allow-incomplete", "--force", *db)
+    assert forced.exit_code == 0, forced.output
+    assert "revision 2 issued for 3 client(s)" in forced.stdout
+    assert statements(engine, MONTH, 2)["difference"].tolist() == [0, 0, 0]
+    assert cli("reopen", "--month", MONTH, "--reason", REASON, *db).exit_code == 0
+    fixed = cli("ingest", "usage", "--usage", str(corrected_usage(tmp_path)), *db)
+    assert fixed.exit_code == 0, fixed.output
+    corrected = cli("close", "--month", MONTH, "--allow-incomplete", *db)  # a change: no force
+    assert corrected.exit_code == 0, corrected.output
+    assert "revision 3 issued" in corrected.stdout
+    assert statements(engine, MONTH, 3)["difference"].ne(0).any()
+    engine.dispose()
+
+
+def test_a_rule_or_completeness_change_alone_is_a_change(tmp_path: Path):
+    """Same amounts, another rule version in force, or another completeness note: issued
+    without --force (the statements say something new)."""
+    from tenantcost.store.cycle import _unchanged
+
+    url, data = f"sqlite:///{tmp_path / 'store.db'}", str(tmp_path / "data")
+    example_store(url, data)
+    engine = engine_for(url)
+    store = Store(engine, DataDir(data))
+    closed = close_month(store, MONTH, allow_incomplete=True, actor="t")
+    reopen_month(engine, MONTH, reason="x", actor="t")
+    run = rows(engine, Run, id=closed.run_id).iloc[0].to_dict()
+    same = closed.statements.copy()
+    same["previous_amount"] = same["amount"].astype("Int64")
+    same["difference"] = 0
+    with engine.connect() as connection:
+        assert _unchanged(connection, MONTH, run, same, closed.detail)
+        other_rule = {**run, "rule_ids": json.dumps(["saas-2026-11-20"])}
+        assert not _unchanged(connection, MONTH, other_rule, same, closed.detail)
+        assert not _unchanged(connection, MONTH, run, same, None)  # now complete
+        new_client = pd.concat([same, pd.DataFrame({"client": ["client-d"], "amount": [0],
+                                "previous_amount": pd.array([None], "Int64"),
+                                "difference": [0]})], ignore_index=True)  # fmt: skip
+        assert not _unchanged(connection, MONTH, run, new_client, closed.detail)
+    engine.dispose()
+
+
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path):
     url, data = f"sqlite:///{tmp_path / 'store.db'}", str(tmp_path / "data")
     db = ["--db", url, "--data", data]
@@ -408,7 +468,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path):
     one_line_refusal(cli("reopen", "--month", "11-2026", "--reason", "x", *db), "11-2026")
     one_line_refusal(cli("close", "--month", MONTH, *db), "720 of 720 hours lack costs")
     one_line_refusal(cli("close", "--month", MONTH, "--allow-incomplete", *db),
-                     "no costs stored for 2026-11")  # fmt: skip
+                     "no costs stored for 2026-11", "the store has no costs at all")  # fmt: skip
     one_line_refusal(cli("reopen", "--month", MONTH, "--reason", "x", *db),
                      "2026-11 is not closed (never closed)")  # fmt: skip
     engine = engine_for(url)

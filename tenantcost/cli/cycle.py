@@ -142,13 +142,23 @@ def close_command(
             "statements say so (unbilled cluster hours keep OpenCost's estimate).",
         ),
     ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="After a reopen: issue the next revision even though no client's amount, no "
+            "rule and not the month's completeness changed (refused without: 'nothing "
+            "changed since revision N').",
+        ),
+    ] = False,
     db: DbOpt = None,
     data: DataOpt = None,
     settings: SettingsOpt = None,
     wait: WaitOpt = 0.0,
 ) -> None:
     """Issue the next revision (1 at first) of every client's statement and close the month:
-    later ingests and rule loads that would change it are refused until `reopen`."""
+    later ingests and rule loads that would change it are refused until `reopen`. A close
+    that would change nothing revision N issued is refused unless --force."""
     from tenantcost.store.actor import os_actor
     from tenantcost.store.cycle import close_month
     from tenantcost.store.data import DataDir, Store
@@ -159,9 +169,8 @@ def close_command(
     resolved = resolve_settings(db, data, settings)
     with current_store(resolved) as engine:
         store = Store(engine, DataDir(resolved.require_data()))
-        closed = close_month(
-            store, month, allow_incomplete=allow_incomplete, actor=os_actor(), wait=wait
-        )
+        closed = close_month(store, month, allow_incomplete=allow_incomplete,
+                             actor=os_actor(), wait=wait, force=force)  # fmt: skip
     _print_closed(closed)
 
 

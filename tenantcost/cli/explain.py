@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from sqlalchemy import Connection
 
     from tenantcost.bridge import ClientBridge, Comparison
-    from tenantcost.cli.run import Run
     from tenantcost.config.rules import RuleSet
     from tenantcost.result import AllocationResult
     from tenantcost.windows import Period
@@ -108,25 +107,6 @@ def _as_of(text: str | None) -> datetime:
     return at.to_pydatetime()
 
 
-def _covered(run: Run, period: Period, option: str) -> None:
-    """A month without any cost window in the inputs is one error line naming the option."""
-    from tenantcost.report.display import period_label
-    from tenantcost.windows import data_period
-
-    costs = run.inputs.costs
-    inside = (costs["window_start"] >= period.start) & (costs["window_end"] <= period.end)
-    if inside.any():
-        return
-    label = period_label(period.start, period.end)
-    if costs.empty:
-        raise InputError(f"{option}: the inputs have no cost data at all, so none in {label}")
-    span = data_period(costs)
-    raise InputError(
-        f"{option}: the inputs have no cost data in {label}; their costs cover "
-        f"{span.start.isoformat()} to {span.end.isoformat()}"
-    )
-
-
 def _unknown_client(client: str, results: list[AllocationResult], labels: list[str]) -> None:
     from tenantcost.suggest import did_you_mean
 
@@ -196,7 +176,7 @@ def _from_files(
 ) -> tuple[Comparison, str]:
     """Both months through the one run sequence; restatements through the same core."""
     from tenantcost.bridge import compare_months
-    from tenantcost.cli.run import opened
+    from tenantcost.cli.run import opened, require_cost_data
     from tenantcost.report.changes import quiet_allocate
     from tenantcost.timefmt import iso_z
 
@@ -205,9 +185,9 @@ def _from_files(
     early, late = months
     labels = _labels(early, late)
     span = replace(options, month=None, start=iso_z(early.start), end=iso_z(late.end))
-    with opened(span) as run:
-        _covered(run, named[0], "--month")
-        _covered(run, named[1], named[2])
+    with opened(span, check_period=False) as run:
+        require_cost_data(run.inputs.costs, named[0], "--month")
+        require_cost_data(run.inputs.costs, named[1], named[2])
         first = replace(run, period=early).allocate().result
         second = first if early == late else replace(run, period=late).allocate().result
         _unknown_client(client, [first, second], list(labels))

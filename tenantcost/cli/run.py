@@ -180,8 +180,10 @@ def require_config(options: RunOptions) -> Path:
 
 
 @contextmanager
-def opened(options: RunOptions) -> Iterator[Run]:
-    """The run sequence's start: resolve the period, load the inputs, open the engine."""
+def opened(options: RunOptions, *, check_period: bool = True) -> Iterator[Run]:
+    """The run sequence's start: resolve the period, load the inputs (a period without cost
+    data is refused: :func:`require_cost_data`; ``explain`` checks each of its months
+    itself), open the engine."""
     config = require_config(options)
     period = resolve_period(options.month, options.start, options.end)
     chunk = parse_chunk(options.chunk)
@@ -196,8 +198,32 @@ def opened(options: RunOptions) -> Iterator[Run]:
         billing=options.billing,
         allow_unbilled=options.allow_unbilled,
     )
+    if period is not None and check_period:
+        require_cost_data(inputs.costs, period, "--month" if options.month else "--from/--to")
     with open_engine(options.engine, options.scheduler, options.workers) as engine:
         yield Run(inputs, period, chunk, engine)
+
+
+def require_cost_data(costs: pd.DataFrame, period: Period, option: str) -> None:
+    """Refuse a period without any cost window in the inputs, naming the span they cover.
+
+    Every command that takes a period asks this one check (through :func:`opened`, and
+    ``explain`` for each of its months): a month outside the data would otherwise print an
+    all-zero cascade, or fail deep in a writer, instead of saying what was asked wrong."""
+    from tenantcost.report.display import period_label
+    from tenantcost.windows import data_period
+
+    inside = (costs["window_start"] >= period.start) & (costs["window_end"] <= period.end)
+    if inside.any():
+        return
+    label = period_label(period.start, period.end)
+    if costs.empty:
+        raise InputError(f"{option}: the inputs have no cost data at all, so none in {label}")
+    span = data_period(costs)
+    raise InputError(
+        f"{option}: the inputs have no cost data in {label}; their costs cover "
+        f"{span.start.isoformat()} to {span.end.isoformat()}"
+    )
 
 
 def check_format(fmt: str, allowed: tuple[str, ...]) -> str:

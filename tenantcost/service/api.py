@@ -5,9 +5,10 @@ Routes are thin: each names its :class:`~tenantcost.service.permissions.Action` 
 dependency (:func:`~tenantcost.service.auth.require`,
 :func:`~tenantcost.service.auth.client_access`),
 reads through :mod:`tenantcost.service.figures` (which filters by principal) and maps the
-store's refusals to HTTP: a bad value 422, a closed / not-closed / incomplete month 409, the
-store locked past the wait 503. Handlers are plain ``def``: the store is synchronous, so
-FastAPI runs them in its thread pool.
+store's refusals to HTTP: a bad value 422, a closed / not-closed / incomplete month 409, a
+close that changes nothing 409 (``{"detail": "nothing changed since revision N ...",
+"revision": N}``), the store locked past the wait 503. Handlers are plain ``def``: the store
+is synchronous, so FastAPI runs them in its thread pool.
 """
 
 from __future__ import annotations
@@ -58,11 +59,19 @@ class StoreBusy(HTTPException):
 @contextmanager
 def store_refusals() -> Iterator[None]:
     """The store's refusals as HTTP answers (one line each, like the CLI's)."""
-    from tenantcost.store.cycle import IncompleteMonth, MonthClosed, MonthNotClosed
+    from tenantcost.service.problems import Problem
+    from tenantcost.store.cycle import (
+        IncompleteMonth,
+        MonthClosed,
+        MonthNotClosed,
+        NothingChanged,
+    )
     from tenantcost.store.lock import StoreLocked
 
     try:
         yield
+    except NothingChanged as exc:
+        raise Problem(409, exc.one_line(), revision=exc.revision) from None
     except (MonthClosed, MonthNotClosed, IncompleteMonth) as exc:
         raise HTTPException(409, exc.one_line()) from None
     except InputError as exc:
@@ -296,6 +305,11 @@ class CloseRequest(BaseModel):
     allow_incomplete: bool = Field(
         default=False, description="Close even if hours lack costs or usage (said on sheets)."
     )
+    force: bool = Field(
+        default=False,
+        description="After a reopen: issue revision N+1 even though no client's amount, no "
+        'rule and not the completeness changed (else 409 "nothing changed since revision N").',
+    )
 
 
 class ReopenRequest(BaseModel):
@@ -336,6 +350,7 @@ def post_close(
             actor=principal.actor,
             allow_incomplete=bool(body and body.allow_incomplete),
             wait=settings.ingest_wait,
+            force=bool(body and body.force),
         )
     return {
         "month": closed.month,

@@ -233,6 +233,8 @@ class RunFacts:
     batches: pd.DataFrame
     smallest: int | None
     """The smallest non-zero client amount (the decimals the run's sheets show)."""
+    external_total: int | None = None
+    """The run's external costs (the reference total's second part); None before 0007."""
 
 
 def run_facts(engine: Engine, run_id: str) -> RunFacts:
@@ -247,9 +249,12 @@ def run_facts(engine: Engine, run_id: str) -> RunFacts:
                 ).where(f.run_id == run_id)
             )
         )
-        cost_total = connection.execute(
-            select(table(RunReport).c.cost_total).where(table(RunReport).c.run_id == run_id)
-        ).scalar()
+        report = connection.execute(
+            select(table(RunReport).c.cost_total, table(RunReport).c.external_total).where(
+                table(RunReport).c.run_id == run_id
+            )
+        ).first()
+        cost_total = report.cost_total if report is not None else None
         smallest = smallest_amounts(connection, [run_id]).get(run_id)
         batches = _frame(
             connection.execute(
@@ -269,6 +274,7 @@ def run_facts(engine: Engine, run_id: str) -> RunFacts:
         int(cost_total) if cost_total is not None else None,
         batches,
         smallest,
+        int(report.external_total) if report is not None else None,
     )
 
 

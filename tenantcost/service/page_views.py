@@ -317,6 +317,51 @@ def done_message(done: str) -> str:
     return ""
 
 
+GAP_ROWS_SHOWN = 50
+"""Spans of missing hours listed on the close confirmation at most (the note counts all)."""
+
+
+@dataclass(frozen=True)
+class GapRow:
+    kind: str
+    start: str
+    end: str
+    hours: str
+
+
+@dataclass(frozen=True)
+class CloseConfirmation:
+    """The step between ticking "close even though hours are missing" and the close: what
+    the statements would say, and the missing spans, so one click never issues an
+    incomplete revision."""
+
+    note: str
+    gaps: list[GapRow]
+    more: int
+    force: bool
+
+
+def close_confirmation(engine: Engine, month: str, note: str, force: bool) -> CloseConfirmation:
+    """The confirmation of an incomplete close: ``note`` as the statements will carry it
+    (:func:`tenantcost.store.cycle.incomplete_note`) and the spans lacking costs or usage."""
+    from tenantcost.store.status import missing_hours
+
+    missing = missing_hours(engine, month)
+    spans = [frame.assign(kind=kind) for kind, frame in missing.gaps.items() if not frame.empty]
+    both = (
+        pd.concat(spans, ignore_index=True)
+        if spans
+        else pd.DataFrame(columns=["start", "end", "kind"])
+    )
+    shown = both.head(GAP_ROWS_SHOWN)
+    hour = pd.Timedelta(hours=1)
+    rows = [
+        GapRow(str(r.kind), when(r.start), when(r.end), f"{(r.end - r.start) / hour:g}")
+        for r in shown.itertuples()
+    ]  # at most GAP_ROWS_SHOWN rows: display only
+    return CloseConfirmation(note, rows, len(both) - len(shown), force)
+
+
 @dataclass(frozen=True)
 class CascadeRow:
     name: str
@@ -343,6 +388,9 @@ class RunView:
     cascade: list[CascadeRow]
     waterfall_svg: Markup
     idle_ratio: str
+    """Idle before distribution, as a share of the OpenCost total (the cluster's cost)."""
+    idle_of_reference: str
+    """The cascade's idle line, as a share of the reference total (the table's column)."""
     keys: list[str]
     clients: list[KeyRow]
     key_totals: list[str]
@@ -444,13 +492,19 @@ def _run_view(engine: Engine, month: str, run_id: str, draft: bool, page: int) -
         )
         for r, a in zip(facts.cascade.itertuples(), shown, strict=True)
     ]
-    cascade.append(
-        CascadeRow("reference total", reference_text, format_share(1.0) if reference else "-", None)
-    )
+    invoice = page_data.stored_invoice(run)
+    cascade += _cascade_foot(facts, reference, reference_text, places, invoice is not None)
     cost_total = facts.cost_total or reference
     idle = (
         format_share(facts.idle_before / cost_total)
         if facts.idle_before is not None and cost_total
+        else "-"
+    )
+    lines = facts.cascade
+    idle_line = lines[(lines["kind"] == "residual") & (lines["name"] == "idle")]
+    idle_of_reference = (
+        format_share(int(idle_line["amount"].iloc[0]) / reference)
+        if len(idle_line) and reference
         else "-"
     )
     keyed = _keys_table(engine, run_id, month, page, places)
@@ -461,6 +515,7 @@ def _run_view(engine: Engine, month: str, run_id: str, draft: bool, page: int) -
         cascade=cascade,
         waterfall_svg=_waterfall(facts.cascade, reference, shown, reference_text, currency),
         idle_ratio=idle,
+        idle_of_reference=idle_of_reference,
         keys=keyed.keys,
         clients=keyed.rows,
         key_totals=keyed.totals,
@@ -477,8 +532,28 @@ def _run_view(engine: Engine, month: str, run_id: str, draft: bool, page: int) -
         batches=[
             {**b, "created_at": when(b["created_at"])} for b in facts.batches.to_dict("records")
         ],
-        invoice=invoice_view(page_data.stored_invoice(run), places),
+        invoice=invoice_view(invoice, places),
     )
+
+
+def _cascade_foot(
+    facts: page_data.RunFacts, reference: int, reference_text: str, places: int, billed: bool
+) -> list[CascadeRow]:
+    """The reference total (what it is made of, rounded to add up to it) and the gap, as
+    ``allocate`` prints them: the gap is the run's recorded one, computed, not assumed."""
+    basis = "billed effective cost in scope" if billed else "OpenCost total"
+    detail = None
+    if facts.external_total is not None:
+        external = facts.external_total
+        (cost_text, external_text), _ = format_column([reference - external, external], places)
+        detail = f"{basis} {cost_text} + external {external_text}"
+    gap = int(facts.run["gap"])
+    return [
+        CascadeRow("reference total", reference_text, format_share(1.0) if reference else "-",
+                   detail),
+        CascadeRow("gap", format_amount(gap, places), "", "closes" if gap == 0 else
+                   "DOES NOT CLOSE"),
+    ]  # fmt: skip
 
 
 @dataclass(frozen=True)

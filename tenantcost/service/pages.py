@@ -374,6 +374,7 @@ def _month_response(
     )
     context.setdefault("message", "")
     context.setdefault("error", "")
+    context.setdefault("confirm", None)
     return render(
         request, "service/month.html", section="months", status=status, view=view, **context
     )
@@ -438,6 +439,37 @@ def pricing_page(
                         "margin_svg": Markup(context["view"]["margin_svg"])}  # fmt: skip
     return render(request, "service/pricing.html", section="pricing", **context)
 
+@router.get("/months/{month}/finance-summary.html")
+def finance_summary_html(request: Request, month: str) -> Response:
+    """Finance: the month's finance summary as the month page shows its run (the issued
+    revision, or the draft marked as such), HTML."""
+    return _finance_summary(request, month, "html")
+
+
+@router.get("/months/{month}/finance-summary.pdf")
+def finance_summary_pdf(request: Request, month: str) -> Response:
+    """Finance: the month's finance summary, PDF (a download)."""
+    return _finance_summary(request, month, "pdf")
+
+
+def _finance_summary(request: Request, month: str, fmt: str) -> Response:
+    """The summary of the run ``principal`` may see for ``month`` (drafts for those who see
+    drafts; else the latest issued revision); 404 when there is none."""
+    from tenantcost.errors import InputError
+    from tenantcost.service.sheets import render_summary
+
+    principal = authorize(request, get_principal(request), Action.VIEW_CLUSTER)
+    _known_month(month)
+    engine = request.app.state.engine
+    source = figures.month_source(engine, principal, month)
+    if source is None:
+        raise not_found()
+    store = request.app.state.store
+    try:
+        return render_summary(engine, source, fmt, store.data if store is not None else None)
+    except InputError as exc:  # e.g. a run recorded before its figures were stored (0007)
+        return _month_response(request, month, status=409, error=str(exc))
+
 
 def _known_month(month: str) -> None:
     """A well-formed month (``YYYY-MM``), else the 404 page."""
@@ -453,13 +485,23 @@ def close_month_form(
     month: str,
     csrf_token: str = Form(""),
     allow_incomplete: str = Form(""),
+    confirmed: str = Form(""),
+    force: str = Form(""),
 ) -> Response:
-    """Close the month (issues the next revision) and show it."""
+    """Close the month (issues the next revision) and show it. Closing an incomplete month
+    takes two steps: the box ticked, then the confirmation listing the missing hours
+    (``confirmed``); ``force`` issues a revision that changes nothing."""
     principal = authorize(request, get_principal(request), Action.CLOSE_MONTH)
     _check_csrf(request, csrf_token)
     _known_month(month)
     from tenantcost.errors import InputError
-    from tenantcost.store.cycle import close_month
+    from tenantcost.store.cycle import (
+        MonthState,
+        NothingChanged,
+        close_month,
+        incomplete_note,
+        month_state,
+    )
     from tenantcost.store.lock import StoreLocked
 
     store = request.app.state.store
@@ -470,6 +512,11 @@ def close_month_form(
             status=409,
             error="The service has no data directory: it cannot run a month.",
         )
+    engine = request.app.state.engine
+    if allow_incomplete and not confirmed and month_state(engine, month) is MonthState.OPEN:
+        note = incomplete_note(engine, month)
+        if note is not None:
+            return _confirm_response(request, month, note, bool(force))
     try:
         closed = close_month(
             store,
@@ -477,12 +524,24 @@ def close_month_form(
             allow_incomplete=bool(allow_incomplete),
             actor=principal.actor,
             wait=request.app.state.settings.ingest_wait,
+            force=bool(force),
         )
+    except NothingChanged as exc:
+        hint = " On this page: tick “Close even though nothing changed”."
+        return _month_response(request, month, status=409, error=str(exc) + hint)
     except InputError as exc:
         return _month_response(request, month, status=409, error=str(exc))
     except StoreLocked:
         return _month_response(request, month, status=503, error=LOCKED)
     return RedirectResponse(f"/months/{month}?done=closed-{closed.revision}", status_code=303)
+
+
+def _confirm_response(request: Request, month: str, note: str, force: bool) -> Response:
+    """The month page with the incomplete close's confirmation step instead of its form."""
+    from tenantcost.service import page_views
+
+    confirm = page_views.close_confirmation(request.app.state.engine, month, note, force)
+    return _month_response(request, month, confirm=confirm)
 
 
 @router.post("/months/{month}/reopen", response_class=HTMLResponse)

@@ -167,6 +167,56 @@ def _render(
         return target.read_bytes()
 
 
+SUMMARY_KEY = "\x00finance-summary"
+"""The cache's client field for a month's finance summary (no client id holds a NUL)."""
+
+
+def render_summary(
+    engine: Engine, source: MonthSource, fmt: str, data: DataDir | None = None
+) -> Response:
+    """The month's finance summary (the report pack's, from the same stored pack as the
+    sheets), HTML or PDF, as a download; an issued revision's is rendered once and kept."""
+    key = (f"{source.run_id}/{source.revision}", SUMMARY_KEY, fmt)
+    body = _cached(key) if source.status is not FigureStatus.DRAFT else None
+    if body is None:
+        body = _render_summary(engine, source, fmt, data)
+        if source.status is not FigureStatus.DRAFT:
+            _remember(key, body)
+    disposition = Disposition.INLINE if fmt == "html" else Disposition.ATTACHMENT
+    draft = "-draft" if source.status is FigureStatus.DRAFT else ""
+    name = f"{source.month}-finance-summary{draft}.{fmt}"
+    return Response(
+        body,
+        media_type=MEDIA_TYPES[fmt],
+        headers={"Content-Disposition": content_disposition(disposition, name)},
+    )
+
+
+def _render_summary(engine: Engine, source: MonthSource, fmt: str, data: DataDir | None) -> bytes:
+    """The summary through the pack's builder and template; its links go to the service's
+    month page and client pages (the pack's index and sheet files are not served)."""
+    from tenantcost.report.render import Reproduce, _render
+    from tenantcost.report.summary import build_summary
+    from tenantcost.service.urls import client_href
+
+    pack = _loaded(engine, source, data).pack
+    links = {c: client_href(c, source.month) for c in pack.clients} if fmt == "html" else {}
+    summary = build_summary(pack, links)
+    command = [*pack.command] if pack.command is not None else ["tenantcost", "report"]
+    text = _render(_environment("html"), "finance_summary.html", summary=summary,
+                   reproduce=Reproduce(shlex.join(command)),
+                   index_href=f"/months/{source.month}", index_label="Month page")  # fmt: skip
+    if fmt != "pdf":
+        return text.encode("utf-8")
+    from tenantcost.report.pdf import write_pdf
+    from tenantcost.report.render import load_weasyprint
+
+    with tempfile.TemporaryDirectory(prefix="tenantcost-summary-") as tmp:
+        target = Path(tmp) / "summary.pdf"
+        write_pdf(load_weasyprint(), text, target)
+        return target.read_bytes()
+
+
 def client_confidence(
     engine: Engine, source: MonthSource, client: str, data: DataDir | None = None
 ) -> dict[str, Any] | None:

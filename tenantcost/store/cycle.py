@@ -10,7 +10,9 @@ since (the month's committed batches and their sha256, the stored rule file, the
 versions in force for the month, no ``--key`` override, the same tenantcost), else a new run.
 Every client of the new run and of revision N gets a row; a client revision N had and the new
 run no longer has gets amount 0, so each client's latest row is always the month's latest
-revision and its difference says what was withdrawn.
+revision and its difference says what was withdrawn. A close after a reopen that would change
+no client's amount, no rule and not the month's completeness is refused
+(:class:`NothingChanged`: "nothing changed since revision N") unless forced.
 
 With billing data (issue 21), ``close`` also refuses a month its billing data does not cover
 (:func:`tenantcost.store.status.billing_coverage`: an hour of the month no stored billed usage
@@ -53,7 +55,7 @@ from tenantcost.store.models import (
     table,
     utcnow,
 )
-from tenantcost.store.status import billing_coverage, missing_hours
+from tenantcost.store.status import Missing, billing_coverage, missing_hours
 from tenantcost.timefmt import iso_offset, utc
 from tenantcost.windows import Period
 
@@ -97,6 +99,22 @@ class IncompleteMonth(InputError):
 
 class UnbilledMonth(IncompleteMonth):
     """``close`` of a month its billing data does not cover, without ``--allow-incomplete``."""
+
+
+class NothingChanged(InputError):
+    """``close`` of a reopened month whose run changes nothing revision N issued: every
+    client's amount, the rules in force and the month's completeness are revision N's. A
+    revision that restates every client by 0 tells readers nothing and buries the one that
+    matters, so it takes ``--force`` (exit 2 without; 409 from the API)."""
+
+    def __init__(self, month: str, revision: int) -> None:
+        super().__init__(
+            f"nothing changed since revision {revision} of {month}: every client's amount and "
+            f"the rules are revision {revision}'s; ingest or load the correction first, or "
+            f'force the close (`close --force`, API "force": true) to issue revision '
+            f"{revision + 1} anyway"
+        )
+        self.revision = revision
 
 
 @dataclass(frozen=True)
@@ -404,9 +422,24 @@ def _check_closable(connection: Connection, month: str, allow_incomplete: bool) 
             f"{month} is incomplete: {missing.text()}; ingest the missing hours, or pass "
             "--allow-incomplete to issue statements that say the month is incomplete"
         )
+    return _gaps_note(connection, month, missing, allow_incomplete)
+
+
+def _gaps_note(
+    connection: Connection, month: str, missing: Missing, allow_incomplete: bool
+) -> str | None:
+    """The statements' note of what the month lacks (hours, billing); ``None``: nothing."""
     notes = [missing.text()] if not missing.complete else []
     unbilled = _billing_note(connection, month, allow_incomplete)
     return "; ".join(notes + ([unbilled] if unbilled else [])) or None
+
+
+def incomplete_note(bind: Connection | Engine, month: str) -> str | None:
+    """What a close with ``--allow-incomplete`` would write on the statements (the hours
+    lacking costs or usage, the billing not covered), or ``None`` for a complete month: the
+    web form's confirmation step shows it before such a close is issued."""
+    with connected(bind) as connection:
+        return _gaps_note(connection, month, missing_hours(connection, month), True)
 
 
 def _run_for_close(
@@ -426,7 +459,13 @@ def _run_for_close(
 
 
 def close_month(
-    store: Store, month: str, *, allow_incomplete: bool = False, actor: str, wait: float = 0.0
+    store: Store,
+    month: str,
+    *,
+    allow_incomplete: bool = False,
+    actor: str,
+    wait: float = 0.0,
+    force: bool = False,
 ) -> Closed:
     """Issue the next revision of every client's statement for ``month`` and close it.
 
@@ -438,7 +477,10 @@ def close_month(
     takes the lock first finds the other's run latest. That run is of the same inputs, so
     nothing changed: this close issues it instead (its figures computed again outside the
     lock), or finds the month closed by the other (:class:`ClosedMeanwhile`). Either way one
-    revision is issued, and the other close says who issued it."""
+    revision is issued, and the other close says who issued it.
+
+    Unless ``force``, a revision N+1 identical to revision N is refused under the lock
+    (:class:`NothingChanged`), nothing written."""
     period = Period.month(month)
     with store.engine.connect() as connection:
         _check_closable(connection, month, allow_incomplete)
@@ -455,7 +497,7 @@ def close_month(
             if run is not None and run["id"] == run_id and current:
                 if pending is not None:
                     pending.record(connection)
-                return _issue(connection, run, detail, actor, reused)
+                return _issue(connection, run, detail, actor, reused, force)
             same_inputs = current
         if not same_inputs or run is None:
             raise InputError(
@@ -481,11 +523,26 @@ def _refuse_closed_meanwhile(connection: Connection, month: str) -> None:
 
 
 def _issue(
-    connection: Connection, run: dict[str, Any], detail: str | None, actor: str, reused: bool
+    connection: Connection,
+    run: dict[str, Any],
+    detail: str | None,
+    actor: str,
+    reused: bool,
+    force: bool = False,
 ) -> Closed:
-    """Write the close event and the statements of revision N+1 (one bulk insert)."""
+    """Write the close event and the statements of revision N+1 (one bulk insert); unless
+    ``force``, refuse one that changes nothing revision N issued."""
     month, run_id = str(run["month"]), str(run["id"])
     previous = issued_revision(connection, month)
+    c = table(RunClient).c
+    current = pd.DataFrame(
+        connection.execute(select(c.client, c.amount).where(c.run_id == run_id)).all(),
+        columns=["client", "amount"],
+    )
+    before = statements(connection, month, previous)[["client", "amount"]]
+    rows = _statement_rows(current, before.rename(columns={"amount": "previous_amount"}))
+    if previous and not force and _unchanged(connection, month, run, rows, detail):
+        raise NothingChanged(month, previous)
     revision = previous + 1
     last = _latest_event(connection, month)
     reopened = last is not None and last["action"] == MonthAction.REOPEN
@@ -499,13 +556,6 @@ def _issue(
     event_id = connection.execute(
         insert(table(MonthEvent)).returning(table(MonthEvent).c.id), [event]
     ).scalar_one()
-    c = table(RunClient).c
-    current = pd.DataFrame(
-        connection.execute(select(c.client, c.amount).where(c.run_id == run_id)).all(),
-        columns=["client", "amount"],
-    )
-    before = statements(connection, month, previous)[["client", "amount"]]
-    rows = _statement_rows(current, before.rename(columns={"amount": "previous_amount"}))
     common = {"month": month, "revision": revision, "currency": run["currency"],
               "run_id": run_id, "event_id": event_id, "rule_ids": run["rule_ids"],
               "reason": reason, "incomplete": detail is not None, "issued_at": now,
@@ -515,6 +565,32 @@ def _issue(
         connection.execute(insert(table(Statement)), [common | r for r in records])
     return Closed(month, revision, run_id, reused, detail is not None, detail, reason, now,
                   str(run["currency"]), rows, client_reason)  # fmt: skip
+
+
+def _unchanged(
+    connection: Connection,
+    month: str,
+    run: dict[str, Any],
+    rows: pd.DataFrame,
+    detail: str | None,
+) -> bool:
+    """Whether revision N+1 from ``run`` would say what revision N says: no client's amount
+    differs and no client is new (one gone at 0 was 0 before), the same rule versions, the
+    same currency and the same completeness note (an incomplete month made complete, or
+    with fewer hours missing, is a change)."""
+    issued = latest_issued(connection, month)
+    if issued is None:
+        return False
+    c = table(Statement).c
+    currency = connection.execute(
+        select(c.currency).where(c.month == month, c.revision == issued.revision).limit(1)
+    ).scalar()
+    return (
+        bool((rows["difference"] == 0).all() and rows["previous_amount"].notna().all())
+        and sorted(json.loads(str(run["rule_ids"]))) == sorted(issued.rule_ids)
+        and (currency is None or currency == run["currency"])
+        and issued.detail == detail
+    )
 
 
 def _statement_rows(current: pd.DataFrame, before: pd.DataFrame) -> pd.DataFrame:
@@ -590,11 +666,13 @@ __all__ = [
     "MonthClosed",
     "MonthNotClosed",
     "MonthState",
+    "NothingChanged",
     "Reopened",
     "UnbilledMonth",
     "close_month",
     "closed_months",
     "connected",
+    "incomplete_note",
     "issued_revision",
     "latest_issued",
     "missing_hours",

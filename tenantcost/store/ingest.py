@@ -162,7 +162,9 @@ def ingest_usage_source(
     source = full.within(period) if period is not None else full
     first, last_start, last_end, count = _usage_span(con, source)
     if count == 0:
-        raise InputError(_nothing("usage", period), file=full.origin)
+        whole = _usage_span(con, full) if period is not None else None
+        covered = (whole[0], whole[2]) if whole is not None and whole[3] else None
+        raise InputError(_nothing("usage", period, covered), file=full.origin)
     days = pd.date_range(first.floor("D"), last_start.floor("D"), freq="D")
     shape = _Shape("usage", full.origin, mode, count, full.estimated_rows(con) - count,
                    period.start if period is not None else first,
@@ -235,7 +237,8 @@ def ingest_cost_table(
     check_mode(mode)
     costs = select_period(every, period, "costs")
     if costs.empty:
-        raise InputError(_nothing("cost", period), file=origin)
+        covered = None if every.empty else (every["window_start"].min(), every["window_end"].max())
+        raise InputError(_nothing("cost", period, covered), file=origin)
     refuse_costs_across_months(costs)
     shape = _Shape("costs", origin, mode, len(costs), len(every) - len(costs),
                    period.start if period is not None else costs["window_start"].min(),
@@ -371,11 +374,19 @@ def _connect() -> duckdb.DuckDBPyConnection:
     return con
 
 
-def _nothing(what: str, period: Period | None) -> str:
+def _nothing(
+    what: str, period: Period | None, covered: tuple[pd.Timestamp, pd.Timestamp] | None = None
+) -> str:
+    """The refusal of an input with nothing in the period, naming the span it does cover."""
     where = (
         f" in the period {period.start.isoformat()} to {period.end.isoformat()}" if period else ""
     )
-    return f"no {what} rows to ingest{where}"
+    span = (
+        f"; its {what} rows cover {covered[0].isoformat()} to {covered[1].isoformat()}"
+        if covered is not None
+        else ""
+    )
+    return f"no {what} rows to ingest{where}{span}"
 
 
 def _usage_span(

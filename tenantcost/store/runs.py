@@ -193,6 +193,22 @@ def month_signature(connection: Connection, period: Period) -> InputSignature:
     return InputSignature(tuple((str(k), int(n), int(t or 0)) for k, n, t in rows))
 
 
+def stored_cost_span(connection: Connection) -> str:
+    """Where the store's committed costs are, for the refusal of a month without any (the
+    span of ``allocate``'s refusal of a period without cost data, from the batches' bounds)."""
+    from tenantcost.timefmt import iso_offset, utc
+
+    b = table(Batch).c
+    first, last = connection.execute(
+        select(func.min(b.window_from), func.max(b.window_to)).where(
+            b.kind == "costs", b.status == "committed"
+        )
+    ).one()
+    if first is None:
+        return "the store has no costs at all"
+    return f"the stored costs cover {iso_offset(utc(first))} to {iso_offset(utc(last))}"
+
+
 def run_month(
     store: Store,
     month: str,
@@ -211,9 +227,11 @@ def run_month(
         batches = month_signature(connection, period)
     if not batches.batches("costs"):
         usage_batches = batches.batches("usage")
+        with store.engine.connect() as connection:
+            span = stored_cost_span(connection)
         raise InputError(
-            f"no costs stored for {month} ({usage_batches} usage batch(es)): run `tenantcost "
-            f"ingest costs --month {month}` first"
+            f"no costs stored for {month} ({usage_batches} usage batch(es)); {span}: run "
+            f"`tenantcost ingest costs --month {month}` first"
         )
     rules = stored_rules(store.engine)
     con = connect()
