@@ -47,7 +47,12 @@ def create_app(settings: ServiceSettings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        from tenantcost.service import prerender
+
+        watcher = prerender.start(engine)  # issued revisions' sheets, rendered once
         yield
+        if watcher is not None:
+            watcher.stop()
         engine.dispose()
 
     app = FastAPI(
