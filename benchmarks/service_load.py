@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -304,10 +305,11 @@ def first_reads(url: str, tokens: dict[str, str], clients: list[str]) -> list[di
     return rows
 
 
-def rendering(db: str, wait: float) -> dict[str, object]:
+def rendering(db: str, wait: float, since: str | None = None) -> dict[str, object]:
     """The background rendering of the month's issued revision (the job the service's
-    watcher claimed): waits up to ``wait`` seconds for it to finish, then reports how long
-    it took, or how far it got, per format."""
+    watcher claimed): waits up to ``wait`` seconds for its fast part (every client's
+    confidence, HTML and Markdown) or the whole job to finish, then reports how long it
+    took, or how far it got, per format (seconds from the claim to the last sheet)."""
     from sqlalchemy import func, select
 
     from tenantcost.store.cycle import latest_issued
@@ -319,31 +321,36 @@ def rendering(db: str, wait: float) -> dict[str, object]:
     engine = open_engine(resolve_settings(db=db, environ={}))
     issued = latest_issued(engine, MONTH)
     assert issued is not None
+    r = table(SheetRender).c
+    query = (
+        select(r.format, func.count(), func.min(r.rendered_at), func.max(r.rendered_at))
+        .where(r.run_id == issued.run_id, r.revision == issued.revision)
+        .group_by(r.format)
+    )
     deadline = time.monotonic() + wait
     while True:
         found = jobs(engine, issued.run_id, issued.revision)
-        if (found and found[-1].finished_at is not None) or time.monotonic() >= deadline:
+        with engine.connect() as connection:
+            per_format = connection.execute(query).all()
+        counts = {str(f): int(n) for f, n, _, _ in per_format}
+        fast_done = len({counts.get(f, 0) for f in ("confidence", "html", "md")}) == 1
+        if (found and found[-1].finished_at is not None) or (fast_done and counts.get("md")):
+            break
+        if time.monotonic() >= deadline:
             break
         time.sleep(2)
-    r = table(SheetRender).c
-    with engine.connect() as connection:
-        per_format = connection.execute(
-            select(r.format, func.count(), func.min(r.rendered_at), func.max(r.rendered_at))
-            .where(r.run_id == issued.run_id, r.revision == issued.revision)
-            .group_by(r.format)
-        ).all()
     engine.dispose()
     job = found[-1] if found else None
     end = job.finished_at if job is not None and job.finished_at is not None else None
+    start = datetime.fromisoformat(since) if since else job.claimed_at if job else None
     return {
-        "claimed_at": job.claimed_at.isoformat() if job else None,
+        "claimed_at": start.isoformat() if start else None,
         "finished": end is not None,
-        "seconds": round((end - job.claimed_at).total_seconds(), 1) if job and end else None,
+        "seconds": round((end - start).total_seconds(), 1) if start and end else None,
         "error": job.error if job else None,
         "formats": {
             str(fmt): {"sheets": int(n),
-                       "seconds": round((last - job.claimed_at).total_seconds(), 1)
-                       if job else None}
+                       "seconds": round((last - start).total_seconds(), 1) if start else None}
             for fmt, n, _first, last in per_format
         },
     }  # fmt: skip
@@ -359,7 +366,7 @@ def december(records: int, clients: list[str], offset_hours: int) -> pd.DataFram
         {"window_start": starts[:records], "client": (clients[:per_hour] * hours)[:records]}
     )
     frame["window_end"] = frame["window_start"] + pd.Timedelta(hours=1)
-    frame["service"] = "svc-00"
+    frame["service"] = "svc-01"  # a service the generated rules name
     frame["requests"] = 10.0
     frame["cpu_seconds"] = 1.5
     return frame[["window_start", "window_end", "service", "client", "requests", "cpu_seconds"]]
@@ -462,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         process.terminate()
         process.wait(timeout=30)
-    rendered_after = rendering(db, 0)
+    rendered_after = rendering(db, 0, str(rendered["claimed_at"] or "") or None)
     print(f"{len(clients)} clients, {args.workers} workers, {args.concurrency} concurrent; "
           f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}\n")  # fmt: skip
     print(markdown(read_rows) + "\n\n" + markdown(first_rows) + "\n\n" + markdown(ingest_rows))

@@ -49,7 +49,9 @@ def _kept(engine, key: RenderKey) -> dict[tuple[str, str], bytes]:
     r = table(SheetRender).c
     with engine.connect() as connection:
         rows = connection.execute(
-            select(r.client, r.format, r.body).where(r.run_id == key.run_id, r.version == key.version)
+            select(r.client, r.format, r.body).where(
+                r.run_id == key.run_id, r.version == key.version
+            )
         ).all()
     return {(str(c), str(f)): bytes(b) for c, f, b in rows}
 
@@ -72,7 +74,6 @@ def test_one_claimer_wins_and_a_dead_claim_is_taken_over_once(store_url: str, tm
         thread.join()
     assert sorted(won) == [False] * 5 + [True]
     assert pending(engine, key.version) == []  # a live claim is not pending
-    j = table(SheetRenderJob).c
     with engine.begin() as connection:  # its process died: no heartbeat for too long
         connection.execute(
             update(table(SheetRenderJob)).values(
@@ -87,7 +88,8 @@ def test_one_claimer_wins_and_a_dead_claim_is_taken_over_once(store_url: str, tm
     (job,) = jobs(engine, key.run_id, key.revision)
     assert job.claimed_by == "heir" and job.finished_at is not None
     with engine.connect() as connection:
-        assert connection.execute(select(func.count()).select_from(table(SheetRenderJob))).scalar() == 1
+        count = select(func.count()).select_from(table(SheetRenderJob))
+        assert connection.execute(count).scalar() == 1
     engine.dispose()
 
 
@@ -104,10 +106,12 @@ def _wait_finished(engine, key: RenderKey, seconds: float = 120.0) -> None:
 def test_after_close_two_workers_render_each_sheet_once(store_url: str, tmp_path: Path):
     data = str(tmp_path / "data")
     example_store(store_url, data)
-    manager = {"Authorization": f"Bearer {create_token(store_url, 'account-manager', 'am', 'client-a')}"}
+    token = create_token(store_url, "account-manager", "am", "client-a")
+    manager = {"Authorization": f"Bearer {token}"}
     engine = _engine(store_url)
     key = _issued_key(engine)
-    with running_service(store_url, data, tmp_path / "serve.log", args=("--workers", "2")) as service:
+    log = tmp_path / "serve.log"
+    with running_service(store_url, data, log, args=("--workers", "2")) as service:
         _wait_finished(engine, key)
         (job,) = jobs(engine, key.run_id, key.revision)  # one claim, one rendering
         assert job.error is None and job.sheets == CLIENTS * FORMATS
