@@ -5,14 +5,14 @@ another renderer version is never served. Real uvicorn (2 workers), SQLite and P
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from datetime import timedelta
 from pathlib import Path
 
 import httpx
-import pytest
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 
 from tenantcost.service.sheets import render_version
 from tenantcost.store.cycle import latest_issued
@@ -103,54 +103,50 @@ def _wait_finished(engine, key: RenderKey, seconds: float = 120.0) -> None:
     raise AssertionError(f"the background rendering did not finish within {seconds} s: {found}")
 
 
-def test_after_close_two_workers_render_each_sheet_once(store_url: str, tmp_path: Path):
+def test_two_workers_render_each_sheet_once_and_a_read_keeps_what_it_renders(
+    store_url: str, tmp_path: Path
+):
     data = str(tmp_path / "data")
     example_store(store_url, data)
-    token = create_token(store_url, "account-manager", "am", "client-a")
+    token = create_token(store_url, "account-manager", "am", "client-a", "client-b", "client-c")
     manager = {"Authorization": f"Bearer {token}"}
     engine = _engine(store_url)
     key = _issued_key(engine)
+    remember(engine, RenderKey(key.run_id, key.revision, "an-older-renderer"),
+             [("client-b", "html", b"stale")])  # fmt: skip
+    remember(engine, key, [("client-c", "md", b"kept by another worker")])
     log = tmp_path / "serve.log"
     with running_service(store_url, data, log, args=("--workers", "2")) as service:
         _wait_finished(engine, key)
         (job,) = jobs(engine, key.run_id, key.revision)  # one claim, one rendering
-        assert job.error is None and job.sheets == CLIENTS * FORMATS
+        assert job.error is None and job.sheets == CLIENTS * FORMATS - 1  # the kept one skipped
         kept = _kept(engine, key)
         assert len(kept) == CLIENTS * FORMATS and kept[("client-a", "pdf")].startswith(b"%PDF")
-        sheet = f"{service.url}/api/v1/clients/client-a/months/{MONTH}/sheet"
+        sheet = f"{service.url}/api/v1/clients/{{}}/months/{MONTH}/sheet"
         for fmt in ("pdf", "html", "md"):  # served from the store, byte for byte
-            answer = httpx.get(f"{sheet}.{fmt}", headers=manager, timeout=60)
+            answer = httpx.get(f"{sheet.format('client-a')}.{fmt}", headers=manager, timeout=60)
             assert answer.status_code == 200 and answer.content == kept[("client-a", fmt)]
+        other = httpx.get(f"{sheet.format('client-b')}.html", headers=manager, timeout=60)
+        assert other.content == kept[("client-b", "html")] and b"stale" not in other.content
+        found = httpx.get(f"{sheet.format('client-c')}.md", headers=manager, timeout=60)
+        assert found.content == b"kept by another worker"  # the store's: not rendered again
         statement = httpx.get(f"{service.url}/api/v1/clients/client-a/months/{MONTH}",
                               headers=manager, timeout=60).json()  # fmt: skip
-        assert statement["confidence"]["level"] in {"high", "medium", "low"}
-    assert len(_kept(engine, key)) == CLIENTS * FORMATS  # nothing rendered twice
+        assert statement["confidence"] == json.loads(kept[("client-a", "confidence")])
+        _forget(engine, key, "client-b", "pdf")  # never read yet: in no worker's memory
+        again = httpx.get(f"{sheet.format('client-b')}.pdf", headers=manager, timeout=120)
+        assert again.status_code == 200 and again.content.startswith(b"%PDF")
+        assert _kept(engine, key)[("client-b", "pdf")] == again.content  # kept on the way
+    assert len(jobs(engine, key.run_id, key.revision)) == 1
     engine.dispose()
 
 
-def test_a_read_before_the_rendering_renders_it_and_keeps_it_per_version(
-    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
-    monkeypatch.setenv("TENANTCOST_PRERENDER", "0")  # no background rendering: reads alone
-    data = str(tmp_path / "data")
-    example_store(store_url, data)
-    finance = {"Authorization": f"Bearer {create_token(store_url, 'finance', 'fin')}"}
-    engine = _engine(store_url)
-    key = _issued_key(engine)
-    stale = RenderKey(key.run_id, key.revision, "an-older-renderer")
-    remember(engine, stale, [("client-b", "html", b"stale")])
-    remember(engine, key, [("client-c", "md", b"kept by another worker")])
-    with running_service(store_url, data, tmp_path / "serve.log") as service:
-        sheet = f"{service.url}/api/v1/clients/{{}}/months/{MONTH}/sheet"
-        first = httpx.get(f"{sheet.format('client-a')}.pdf", headers=finance, timeout=120)
-        assert first.status_code == 200 and first.content.startswith(b"%PDF")
-        assert _kept(engine, key)[("client-a", "pdf")] == first.content  # kept on the way
-        again = httpx.get(f"{sheet.format('client-a')}.pdf", headers=finance, timeout=60)
-        assert again.content == first.content
-        other = httpx.get(f"{sheet.format('client-b')}.html", headers=finance, timeout=60)
-        assert other.status_code == 200 and b"stale" not in other.content  # another version
-        assert b"<html" in other.content.lower()
-        kept = httpx.get(f"{sheet.format('client-c')}.md", headers=finance, timeout=60)
-        assert kept.content == b"kept by another worker"  # the store's, not rendered again
-    assert jobs(engine, key.run_id, key.revision) == []  # the watcher was off
-    engine.dispose()
+def _forget(engine, key: RenderKey, client: str, fmt: str) -> None:
+    r = table(SheetRender).c
+    with engine.begin() as connection:
+        connection.execute(
+            delete(table(SheetRender)).where(
+                r.run_id == key.run_id, r.version == key.version, r.client == client,
+                r.format == fmt,
+            )
+        )  # fmt: skip
