@@ -8,17 +8,25 @@ What it does, against a real ``tenantcost serve`` (uvicorn, ``--workers``) on 12
 1. generates a month's data with ``benchmarks/generate.py`` (``--clients`` × ``--services``
    × ``--hours``, from 2026-11-01), loads it into a fresh store (``--db``, default a SQLite
    file in ``--out``; a ``postgresql+psycopg://`` URL works the same), runs and closes the
-   month (``--allow-incomplete`` when fewer than 720 hours), and creates tokens;
-2. reads, ``--concurrency`` requests at a time, ``--requests`` of each kind, clients drawn at
-   random: ``GET /api/v1/clients/{id}/months/M`` (the stored statement, finance and account
-   manager), ``GET /api/v1/months``, ``GET /api/v1/clients?q=`` (search),
-   ``GET .../sheet.html`` (the rendered sheet) and, when the pages exist, ``GET /clients/{id}``;
-   reports p50 / p95 / max latency and errors for each;
-3. posts usage for December (an open month) through ``POST /api/v1/usage`` (JSON, batches of
+   month (``--allow-incomplete`` when fewer than 720 hours), and creates tokens
+   (``--reuse``: the store an earlier run left in ``--out``, upgraded, new tokens);
+2. waits (at most ``--render-wait`` seconds) for the service's background rendering of the
+   issued revision's sheets: every client's confidence, HTML and Markdown, then the PDFs,
+   and reports how long each part took (or how far it got);
+3. reads, ``--concurrency`` requests at a time, ``--requests`` of each kind, clients drawn at
+   random: the stored statement (finance, account manager), ``GET /api/v1/months``, client
+   search, a client and its history, ``sheet.html`` and ``sheet.pdf`` (each account
+   manager's PDF read once first, so the figures are of kept PDFs), and the pages: a client
+   (both roles), the client search, the months and the month page; reports p50 / p95 / max
+   latency and errors for each;
+4. restarts the server and times the first read of each kind in the fresh workers;
+5. posts usage for December (an open month) through ``POST /api/v1/usage`` (JSON, batches of
    ``--batch`` records) and ``POST /api/v1/usage.parquet``, and reports records per second.
 
-Target (issue 10): p95 under 200 ms for stored statements on the development machine, zero
-errors. Prints a Markdown table (and ``--json FILE`` writes the figures).
+Targets (issue 24): every page and API read p95 <= 200 ms at 10,000 clients, 8 concurrent,
+2 workers; a kept PDF sheet p95 <= 300 ms; the first read of a month in a fresh worker
+<= 1 s; zero errors. Prints Markdown tables (and ``--json FILE`` writes the figures) with
+the machine's load average: other processes on the machine slow every figure.
 """
 
 from __future__ import annotations

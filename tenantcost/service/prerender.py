@@ -45,7 +45,10 @@ from tenantcost.store.sheet_cache import (
 ENV_PRERENDER = "TENANTCOST_PRERENDER"
 POLL_SECONDS = 5.0
 CHUNK = 50
-"""Sheets kept per insert and heartbeat."""
+"""Sheets kept per insert and heartbeat (milliseconds each)."""
+PDF_CHUNK = 4
+"""PDFs kept per insert and heartbeat (seconds each: a stopped rendering loses at most
+these)."""
 NICE = 10
 """How much lower the rendering process runs than the workers answering requests."""
 FAST_FORMATS = ("confidence", "html", "md")
@@ -110,8 +113,9 @@ def start(engine: Engine) -> Watcher | None:
 
 def _batches(clients: list[str], formats: tuple[str, ...]) -> Iterator[list[tuple[str, str]]]:
     pairs = [(client, fmt) for fmt in formats for client in clients]
-    for first in range(0, len(pairs), CHUNK):
-        yield pairs[first : first + CHUNK]
+    size = PDF_CHUNK if "pdf" in formats else CHUNK
+    for first in range(0, len(pairs), size):
+        yield pairs[first : first + size]
 
 
 def render_revision(engine: Engine, month: str, key: RenderKey, worker: str) -> tuple[int, bool]:
@@ -128,7 +132,7 @@ def render_revision(engine: Engine, month: str, key: RenderKey, worker: str) -> 
     parent, done = os.getppid(), 0
     for formats in (FAST_FORMATS, ("pdf",)):
         kept = {fmt: cached_clients(engine, key, fmt) for fmt in formats}
-        for batch in _batches(clients, formats):  # CHUNK sheets per insert
+        for batch in _batches(clients, formats):  # a chunk of sheets per insert
             if os.getppid() != parent:
                 return done, False
             todo = [(c, f) for c, f in batch if c not in kept[f]]
