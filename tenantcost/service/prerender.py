@@ -49,6 +49,8 @@ CHUNK = 50
 PDF_CHUNK = 4
 """PDFs kept per insert and heartbeat (seconds each: a stopped rendering loses at most
 these)."""
+BEAT_SECONDS = 30.0
+"""Chunks already kept are skipped with a heartbeat at most this often."""
 NICE = 10
 """How much lower the rendering process runs than the workers answering requests."""
 FAST_FORMATS = ("confidence", "html", "md")
@@ -129,7 +131,7 @@ def render_revision(engine: Engine, month: str, key: RenderKey, worker: str) -> 
     source = MonthSource(month, key.run_id, status, key.revision, "closed")
     loaded = _load(engine, source, None)
     clients = sorted(str(c) for c in loaded.pack.clients)
-    parent, done = os.getppid(), 0
+    parent, done, beaten = os.getppid(), 0, time.monotonic()
     for formats in (FAST_FORMATS, ("pdf",)):
         kept = {fmt: cached_clients(engine, key, fmt) for fmt in formats}
         for batch in _batches(clients, formats):  # a chunk of sheets per insert
@@ -139,7 +141,9 @@ def render_revision(engine: Engine, month: str, key: RenderKey, worker: str) -> 
             bodies = [(c, f, render_from(loaded, c, f)) for c, f in todo]
             remember(engine, key, bodies)
             done += len(bodies)
-            beat(engine, key, worker, done)
+            if bodies or time.monotonic() - beaten > BEAT_SECONDS:  # not per skipped chunk
+                beat(engine, key, worker, done)
+                beaten = time.monotonic()
     return done, True
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import shlex
 import tempfile
 import threading
@@ -40,6 +41,7 @@ from tenantcost.service.figures import FigureStatus, MonthSource
 from tenantcost.store.data import DataDir
 from tenantcost.store.sheet_cache import RenderKey, cached, remember
 
+log = logging.getLogger("tenantcost.sheets")
 MEDIA_TYPES = {
     "html": "text/html; charset=utf-8",
     "pdf": "application/pdf",
@@ -99,7 +101,7 @@ def sheet_body(
     if body is None:
         body = _render(engine, source, client, fmt, data)
         if stored is not None:
-            remember(engine, stored, [(client, fmt, body)])
+            _keep(engine, stored, client, fmt, body)
     if stored is not None:
         _remember(key, body)
     return body
@@ -251,8 +253,19 @@ def client_confidence(
         return None
     shown = _confidence(loaded.pack, client)
     if stored is not None:
-        remember(engine, stored, [(client, CONFIDENCE, json.dumps(shown).encode("utf-8"))])
+        _keep(engine, stored, client, CONFIDENCE, json.dumps(shown).encode("utf-8"))
     return shown
+
+
+def _keep(engine: Engine, key: RenderKey, client: str, fmt: str, body: bytes) -> None:
+    """Keep a sheet rendered on demand; a store too busy to take it now (SQLite's writer
+    lock held past its timeout) costs a render later, never this answer."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        remember(engine, key, [(client, fmt, body)])
+    except SQLAlchemyError:
+        log.warning("could not keep the %s sheet of %s run %s", fmt, client, key.run_id)
 
 
 def _confidence(pack: Any, client: str) -> dict[str, Any] | None:
