@@ -8,12 +8,18 @@ Playwright (the report pack's and the web app's browser tests), never one downlo
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from .postgres_fixture import running_postgres
+
+os.environ.setdefault("TENANTCOST_PRERENDER", "0")
+"""Servers the tests start render sheets on demand only: a background rendering of every
+issued revision's PDFs would compete for the CI's two cores and write to stores the tests are
+checking. ``tests/test_sheet_cache.py`` turns it on for the servers that test it."""
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

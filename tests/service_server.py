@@ -47,11 +47,14 @@ def running_service(
     *,
     secret: str = SECRET,
     args: tuple[str, ...] = (),
+    environ: dict[str, str] | None = None,
 ) -> Iterator[Service]:
-    """``tenantcost serve --db DB --data DATA --port P [args]``, up until the block ends."""
+    """``tenantcost serve --db DB --data DATA --port P [args]``, up until the block ends
+    (``environ``: variables set for the server on top of the test run's)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in STORE_ENV}
     env["TENANTCOST_SECRET"] = secret
+    env.update(environ or {})
     command = [sys.executable, "-m", "tenantcost", "serve", "--db", db, "--data", data,
                "--host", "127.0.0.1", "--port", str(port), *args]  # fmt: skip
     with log.open("wb") as sink:

@@ -43,13 +43,14 @@ WITHDRAW_TABLES = {"batch_withdrawal"}
 BILLING_TABLES = {"billing_cell"}
 OTLP_TABLES = {"otlp_series"}
 COMPACTION_TABLES = {"usage_compaction"}
+SHEET_TABLES = {"sheet_render", "sheet_render_job"}
 LATER = (REPORT_TABLES | SERVICE_TABLES | WEB_TABLES | CATALOG_TABLES | WITHDRAW_TABLES
-         | BILLING_TABLES | OTLP_TABLES | COMPACTION_TABLES)
+         | BILLING_TABLES | OTLP_TABLES | COMPACTION_TABLES | SHEET_TABLES)
 """The tables after 0005 (cycle), dropped by the first downgrade steps."""
 TABLES = {"store_meta", "rule_file", "rule_version", "batch", "batch_cell", "batch_file",
           *RUN_TABLES, *CYCLE_TABLES, *SERVICE_TABLES, *REPORT_TABLES, *WEB_TABLES,
           *CATALOG_TABLES, *WITHDRAW_TABLES, *BILLING_TABLES, *OTLP_TABLES,
-          *COMPACTION_TABLES}  # fmt: skip
+          *COMPACTION_TABLES, *SHEET_TABLES}  # fmt: skip
 HEAD = "0020"
 BATCH_TABLES = {"batch", "batch_cell", "batch_file"}
 runner = CliRunner()
@@ -81,7 +82,7 @@ def assert_one_line_refusal(result, *fragments: str) -> str:
 def test_the_migrations_form_one_chain_ending_at_head():
     assert known_revisions() == {"0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008",
                                  "0009", "0010", "0011", "0012", "0013", "0014",
-                                 "0015", "0016", "0020"}  # fmt: skip
+                                 "0015", "0016", "0018", "0020"}  # fmt: skip
     assert head_revision() == HEAD
 
 
@@ -103,16 +104,19 @@ def test_upgrade_from_empty_then_down_to_base_and_up_again(store_url: str):
     assert "ix_batch_file_day_batch_id" in batch_file_indexes
     token_checks = inspect(engine).get_check_constraints("token")
     assert any("product" in c["sqltext"] for c in token_checks)
-    downgrade(engine, "0016")
-    assert current_revision(engine) == "0016" and tables(engine) == TABLES
+    downgrade(engine, "0018")
+    assert current_revision(engine) == "0018" and tables(engine) == TABLES
     token_checks = inspect(engine).get_check_constraints("token")
     assert token_checks and not any("product" in c["sqltext"] for c in token_checks)
+    downgrade(engine, "0016")
+    assert current_revision(engine) == "0016" and tables(engine) == TABLES - SHEET_TABLES
     downgrade(engine, "0015")
-    assert current_revision(engine) == "0015" and tables(engine) == TABLES - COMPACTION_TABLES
+    at_0015 = TABLES - SHEET_TABLES - COMPACTION_TABLES
+    assert current_revision(engine) == "0015" and tables(engine) == at_0015
     batch_file_indexes = {i["name"] for i in inspect(engine).get_indexes("batch_file")}
     assert "ix_batch_file_day_batch_id" not in batch_file_indexes
     downgrade(engine, "0014")
-    at_0014 = TABLES - COMPACTION_TABLES - OTLP_TABLES
+    at_0014 = at_0015 - OTLP_TABLES
     assert current_revision(engine) == "0014" and tables(engine) == at_0014
     downgrade(engine, "0013")
     at_0013 = at_0014

@@ -47,7 +47,14 @@ def create_app(settings: ServiceSettings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        from tenantcost.service import prerender
+        from tenantcost.service.warm import warm_up
+
+        warm_up(engine)  # before the first request: redaction compiled, templates loaded
+        watcher = prerender.start(engine)  # issued revisions' sheets, rendered once
         yield
+        if watcher is not None:
+            watcher.stop()
         engine.dispose()
 
     app = FastAPI(

@@ -123,8 +123,8 @@ def months_document(engine: Engine, principal: Principal) -> list[dict[str, Any]
     """``GET /api/v1/months``: ``tenantcost status`` per month. A client-scoped principal
     gets only the months in which its clients have statements, and only
     :func:`~tenantcost.service.permissions.month_fields` of each."""
+    from tenantcost.service.memo import month_status
     from tenantcost.store.cycle import issued_revision, month_state
-    from tenantcost.store.status import month_status
 
     scope, fields = client_scope(principal), month_fields(principal)
     if scope is None:

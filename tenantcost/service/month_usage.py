@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
+from tenantcost.service.memo import remembered
 from tenantcost.store.data import Store
 from tenantcost.store.usage_totals import shown_client, usage_totals
 
@@ -45,7 +46,9 @@ def usage_view(store: Store | None, month: str, page: int, clients_page: int) ->
     if store is None:
         return None
     per_page = USAGE_ROWS_PER_PAGE
-    totals = usage_totals(store, month, limit=per_page, offset=(page - 1) * per_page)
+    offset = (page - 1) * per_page
+    totals = remembered(store.engine, "usage_totals", (month, per_page, offset),
+                        lambda: usage_totals(store, month, limit=per_page, offset=offset))
     document = totals.document()
     rows = [
         UsageRow(str(u["service"]), shown_client(str(u["client"])),

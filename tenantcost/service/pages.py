@@ -351,7 +351,7 @@ def _shown_text(engine: Any, principal: Principal, client: str, rows: Any) -> di
 @router.get("/months", response_class=HTMLResponse)
 def months_page(request: Request) -> Response:
     """Finance: every stored month with its coverage, runs and state."""
-    from tenantcost.store.status import month_status
+    from tenantcost.service.memo import month_status
 
     authorize(request, get_principal(request), Action.VIEW_CLUSTER)
     months = month_status(request.app.state.engine)

@@ -9,11 +9,21 @@ change, so each process keeps:
   share): loading one is seconds for 10,000 clients, a sheet from it milliseconds; a draft's
   pack is keyed by the month's latest issued revision too, which its sheet names;
 * the last :data:`CACHE_SIZE` rendered issued sheets (a PDF takes about a second).
+
+An issued revision's sheets are also kept in the store (:mod:`tenantcost.store.sheet_cache`),
+shared by every worker: rendered in the background after close
+(:mod:`tenantcost.service.prerender`), or on the first read, then read from there. A fresh
+worker serves them without loading the month's pack. They are keyed by
+:func:`render_version` (the sheet code, templates and WeasyPrint), so a new renderer renders
+them again.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
+import logging
 import shlex
 import tempfile
 import threading
@@ -29,7 +39,9 @@ from tenantcost.service.auth import not_found
 from tenantcost.service.downloads import Disposition, content_disposition
 from tenantcost.service.figures import FigureStatus, MonthSource
 from tenantcost.store.data import DataDir
+from tenantcost.store.sheet_cache import RenderKey, cached, remember
 
+log = logging.getLogger("tenantcost.sheets")
 MEDIA_TYPES = {
     "html": "text/html; charset=utf-8",
     "pdf": "application/pdf",
@@ -43,16 +55,63 @@ _pack_locks: dict[str, threading.Lock] = {}
 _lock = threading.Lock()
 
 
+CONFIDENCE = "confidence"
+"""The format under which a client's confidence block (JSON) is kept beside its sheets."""
+
+
+@functools.cache
+def render_version() -> str:
+    """What a kept sheet was rendered with: tenantcost's version, the sheet code (the report
+    package and this module), the report templates and WeasyPrint's version. Any change of
+    them misses the kept sheets, so nothing stale is served after an upgrade."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from tenantcost import __version__
+
+    package = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256(__version__.encode())
+    try:
+        digest.update(version("weasyprint").encode())
+    except PackageNotFoundError:
+        digest.update(b"no weasyprint")
+    sources = [Path(__file__), *sorted((package / "report").glob("*.py")),
+               *sorted(p for p in (package / "templates").iterdir() if p.is_file())]  # fmt: skip
+    for path in sources:  # a few dozen files, once per process
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:32]
+
+
+def store_key(source: MonthSource) -> RenderKey | None:
+    """Where an issued revision's sheets are kept (None for a draft: never kept)."""
+    if source.status is FigureStatus.DRAFT or source.revision is None:
+        return None
+    return RenderKey(source.run_id, source.revision, render_version())
+
+
+def sheet_body(
+    engine: Engine, source: MonthSource, client: str, fmt: str, data: DataDir | None = None
+) -> bytes:
+    """The sheet's bytes: this process's cache, else the store's, else rendered (and kept
+    in both when the revision is issued)."""
+    key = (f"{source.run_id}/{source.revision}", client, fmt)
+    stored = store_key(source)
+    body = _cached(key) if stored is not None else None
+    if body is None and stored is not None:
+        body = cached(engine, stored, client, fmt)
+    if body is None:
+        body = _render(engine, source, client, fmt, data)
+        if stored is not None:
+            _keep(engine, stored, client, fmt, body)
+    if stored is not None:
+        _remember(key, body)
+    return body
+
+
 def render_sheet(
     engine: Engine, source: MonthSource, client: str, fmt: str, data: DataDir | None = None
 ) -> Response:
     """The sheet of ``client`` from the run ``source`` names, as an HTTP response."""
-    key = (f"{source.run_id}/{source.revision}", client, fmt)
-    body = _cached(key) if source.status is not FigureStatus.DRAFT else None
-    if body is None:
-        body = _render(engine, source, client, fmt, data)
-        if source.status is not FigureStatus.DRAFT:
-            _remember(key, body)
+    body = sheet_body(engine, source, client, fmt, data)
     disposition = Disposition.INLINE if fmt == "html" else Disposition.ATTACHMENT
     name = f"{source.month}-{client}.{fmt}"
     return Response(
@@ -141,13 +200,20 @@ def _render(
     engine: Engine, source: MonthSource, client: str, fmt: str, data: DataDir | None
 ) -> bytes:
     """One sheet, through the report pack's sheet builder and templates."""
+    loaded = _loaded(engine, source, data)
+    if client not in loaded.pack.clients:  # e.g. a client the restated run no longer has
+        raise not_found()
+    return render_from(loaded, client, fmt)
+
+
+def render_from(loaded: _Loaded, client: str, fmt: str) -> bytes:
+    """``client``'s sheet in ``fmt`` from a loaded pack (the background rendering's step)."""
     from tenantcost.report.render import Reproduce, _render
     from tenantcost.report.sheet import build_sheet
 
-    loaded = _loaded(engine, source, data)
+    if fmt == CONFIDENCE:
+        return json.dumps(_confidence(loaded.pack, client)).encode("utf-8")
     pack, views = loaded.pack, loaded.views
-    if client not in pack.clients:  # e.g. a client the restated run no longer has
-        raise not_found()
     sheet = build_sheet(pack, client, _slug(client), views)
     command = [*pack.command] if pack.command is not None else ["tenantcost", "report"]
     reproduce = Reproduce(
@@ -221,15 +287,40 @@ def client_confidence(
     engine: Engine, source: MonthSource, client: str, data: DataDir | None = None
 ) -> dict[str, Any] | None:
     """The client's confidence level and its graded criteria, as its sheet states them
-    (``None`` when the run's figures cannot be loaded, e.g. a run recorded before 0007)."""
-    import math
-
+    (``None`` when the run's figures cannot be loaded, e.g. a run recorded before 0007).
+    An issued revision's is kept with its sheets: a statement needs no pack load then."""
     from tenantcost.errors import InputError
 
+    stored = store_key(source)
+    if stored is not None:
+        body = cached(engine, stored, client, CONFIDENCE)
+        if body is not None:
+            found: dict[str, Any] | None = json.loads(body)
+            return found
     try:
-        pack = _loaded(engine, source, data).pack
+        loaded = _loaded(engine, source, data)
     except InputError:
         return None
+    shown = _confidence(loaded.pack, client)
+    if stored is not None:
+        _keep(engine, stored, client, CONFIDENCE, json.dumps(shown).encode("utf-8"))
+    return shown
+
+
+def _keep(engine: Engine, key: RenderKey, client: str, fmt: str, body: bytes) -> None:
+    """Keep a sheet rendered on demand; a store too busy to take it now (SQLite's writer
+    lock held past its timeout) costs a render later, never this answer."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        remember(engine, key, [(client, fmt, body)])
+    except SQLAlchemyError:
+        log.warning("could not keep the %s sheet of %s run %s", fmt, client, key.run_id)
+
+
+def _confidence(pack: Any, client: str) -> dict[str, Any] | None:
+    import math
+
     graded = pack.confidence.get(client)
     if graded is None:
         return None

@@ -21,6 +21,9 @@ Now:
 * ``billing_cell`` (0013): the (billing period, billing account) cells of a ``billing`` batch
   with what ``status`` and ``close`` read of them (rows, invoices, hours covered).
 * ``otlp_series`` (0015): the last point of each OTLP series ``POST /v1/metrics`` reads.
+* ``sheet_render`` (0018): an issued revision's rendered sheets (HTML, Markdown, PDF, the
+  confidence block), per renderer version; ``sheet_render_job``: the claim of the one
+  background rendering of a revision (:mod:`tenantcost.store.sheet_cache`).
 
 * ``run`` (0004): one ``tenantcost run`` (uuid id, month, rules, code version, timings,
   actor, totals), ``run_input`` (the batches it read, with their sha256), ``run_client``
@@ -54,6 +57,7 @@ from sqlalchemy import (
     Dialect,
     Double,
     Index,
+    LargeBinary,
     MetaData,
     Table,
     Text,
@@ -283,6 +287,42 @@ class UsageCompaction(StoreModel, table=True):
     status: str = Field(max_length=16, default="active")
     created_at: datetime = Field(sa_type=UTCDateTime, default_factory=utcnow)
     ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+class SheetRender(StoreModel, table=True):
+    """A client's sheet of an issued revision as rendered (0018): an issued revision never
+    changes, so its sheets are rendered once and served from here by every worker.
+    ``version`` is the renderer's (code and templates): a new one renders again."""
+
+    __tablename__ = "sheet_render"
+
+    run_id: str = Field(foreign_key="run.id", primary_key=True, max_length=36)
+    revision: int = Field(primary_key=True)
+    client: str = Field(primary_key=True, sa_type=Text)
+    format: str = Field(primary_key=True, max_length=16)
+    version: str = Field(primary_key=True, max_length=64)
+    body: bytes = Field(sa_type=LargeBinary)
+    rendered_at: datetime = Field(sa_type=UTCDateTime, default_factory=utcnow)
+
+
+class SheetRenderJob(StoreModel, table=True):
+    """The background rendering of one issued revision's sheets at one renderer version
+    (0018): the primary key is the claim, so one process in all renders it, once;
+    ``heartbeat_at`` lets another take over a claim whose process died."""
+
+    __tablename__ = "sheet_render_job"
+
+    run_id: str = Field(foreign_key="run.id", primary_key=True, max_length=36)
+    revision: int = Field(primary_key=True)
+    version: str = Field(primary_key=True, max_length=64)
+    month: str = Field(max_length=7)
+    claimed_by: str = Field(sa_type=Text)
+    claimed_at: datetime = Field(sa_type=UTCDateTime)
+    heartbeat_at: datetime = Field(sa_type=UTCDateTime)
+    finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    sheets: int = Field(default=0)
+    """Sheets (client x format) this job rendered (those already cached are not counted)."""
+    error: str | None = Field(default=None, sa_type=Text)
 
 
 class BillingCell(StoreModel, table=True):

@@ -237,10 +237,24 @@ def load_pack_figures(connection: Connection, run_id: str) -> PackFigures | None
     uncovered = json.loads(pack.uncovered_hours)
     usage = UsageFigures(
         pd.Series([v for _, _, v in no_client], index=index, dtype="float64"),
-        {str(c): g["service"].astype(str).tolist() for c, g in used.groupby("client", sort=True)},
+        _services_by_client(used),
         pd.Series([h for _, h in uncovered], index=[s for s, _ in uncovered], dtype="float64"),
     )
     return PackFigures(keys, amounts, changes, usage, json.loads(pack.other_clients))
+
+
+def _services_by_client(used: pd.DataFrame) -> dict[str, list[str]]:
+    """Each client's services from ``client, service`` rows sorted by client: cut at the
+    client changes with numpy (a pandas group per client took seconds at 10,000 clients)."""
+    import numpy as np
+
+    clients = used["client"].astype(str).to_numpy(dtype=object)
+    services = used["service"].astype(str).to_numpy(dtype=object)
+    if not len(clients):
+        return {}
+    starts = np.flatnonzero(np.r_[True, clients[1:] != clients[:-1]])
+    groups = np.split(services, starts[1:])
+    return dict(zip(clients[starts].tolist(), (g.tolist() for g in groups), strict=True))
 
 
 def _columns(figures: pd.DataFrame, i: int, change: dict[str, Any]) -> list[Column]:

@@ -6,7 +6,7 @@ so the role CHECK gains the value. Downgrading first revokes nothing silently: i
 while a product token exists (its holder would otherwise lose access without a word).
 
 Revision ID: 0020
-Revises: 0016
+Revises: 0018
 Create Date: 2026-12-02
 """
 
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0020"
-down_revision = "0016"
+down_revision = "0018"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,60 @@
+"""Summaries of the store kept per worker until the store changes.
+
+Why: the pages and ``GET /api/v1/months`` summarise the store (coverage per month, a run's
+cascade and key tables, the month's usage totals from Parquet), which took tens to hundreds
+of milliseconds of pandas and DuckDB per request, and 8 readers at a time on 2 cores turned
+that into p95s of half a second. The store changes a few times a day, so each summary is
+computed once per store generation (:func:`tenantcost.store.generation.store_generation`,
+one query of counters) and kept in a small LRU; any write that could change it (a batch, a
+withdrawal, a run, a close or reopen, a catalog) starts a new generation. Values are shared
+between requests: callers must not mutate them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
+
+from sqlalchemy import Engine
+
+from tenantcost.store.generation import store_generation
+
+T = TypeVar("T")
+KEPT = 128
+_lock = threading.Lock()
+_kept: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+
+
+def remembered(
+    engine: Engine, name: str, args: tuple[Hashable, ...], compute: Callable[[], T]
+) -> T:
+    """``compute()``, or what it gave for the same ``name`` and ``args`` in this store
+    generation (two requests at once may both compute it: the same value)."""
+    key = (id(engine), name, args, store_generation(engine))
+    with _lock:
+        if key in _kept:
+            _kept.move_to_end(key)
+            value: T = _kept[key]
+            return value
+    value = compute()
+    with _lock:
+        _kept[key] = value
+        while len(_kept) > KEPT:
+            _kept.popitem(last=False)
+    return value
+
+
+def month_status(engine: Engine, month: str | None = None) -> list[dict[str, Any]]:
+    """:func:`tenantcost.store.status.month_status`, kept per generation (a copy: callers
+    may change it)."""
+    import copy
+
+    from tenantcost.store.status import month_status as compute
+
+    kept = remembered(engine, "month_status", (month,), lambda: compute(engine, month))
+    return copy.deepcopy(kept)
+
+
+__all__ = ["month_status", "remembered"]
