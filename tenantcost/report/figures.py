@@ -5,9 +5,9 @@ total and each key's client column to its total (the rule's column to the cascad
 ``clients`` line) by largest remainder (:func:`tenantcost.money.round_for_display`), once, in
 one place: the two pages always agree and every column adds up.
 
-A client's own sheet is rounded on its own (its lines to its correctly rounded total), so that
-each line it shows is as close to the exact figure as possible. Where the summary's column had
-to move a client's figure by one unit to add up, :func:`adjusted` says so and the summary marks
+A client's own sheet shows the same figure (its lines are rounded to it, by
+:mod:`tenantcost.report.rounding`, the one hierarchy every page reads). Where the column had to
+move a client's figure by one unit to add up, :func:`adjusted` says so and the summary marks
 the cell, instead of leaving a reader to find the difference.
 """
 
@@ -22,6 +22,7 @@ from tenantcost.kinds import CascadeKind
 from tenantcost.money import round_for_display
 from tenantcost.reconcile import cascade
 from tenantcost.report.confidence import RULE
+from tenantcost.report.rounding import key_columns
 
 
 @dataclass(frozen=True)
@@ -40,17 +41,17 @@ class ShownFigures:
 
 
 def plan(base: AllocationResult, amounts: pd.DataFrame, places: int) -> ShownFigures:
-    """Round the cascade, then every key's client column (the rule's to the clients line)."""
+    """Round the cascade, then every key's client column (the rule's to the clients line;
+    :func:`tenantcost.report.rounding.key_columns`)."""
     casc = cascade(base)
     units = round_for_display([line.amount for line in casc.lines], places)
     kinds = [line.kind for line in casc.lines]
     clients_line = units[kinds.index(CascadeKind.CLIENTS)]
-    by_key: dict[str, dict[str, int]] = {}
-    for key in amounts.columns:
-        column = amounts[key].astype("int64")
-        target = clients_line if key == RULE else None
-        shown = round_for_display(column.tolist(), places, total=target)
-        by_key[str(key)] = dict(zip(column.index.astype(str), shown, strict=True))
+    columns = key_columns(amounts, places, clients_line, rule=RULE)
+    by_key = {
+        str(key): dict(zip(columns.index.astype(str), columns[key].tolist(), strict=True))
+        for key in columns.columns
+    }
     return ShownFigures(
         places=places,
         cascade=units,

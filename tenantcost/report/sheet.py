@@ -35,6 +35,7 @@ from tenantcost.report.display import (
     format_measure,
     format_rate,
     format_share,
+    format_units,
     key_label,
     period_label,
     unit_basis,
@@ -43,6 +44,7 @@ from tenantcost.report.invoice_view import BillingBasis, billing_basis
 from tenantcost.report.pack import ReportPack
 from tenantcost.report.privacy import Redaction, too_few_clients, withheld_pools
 from tenantcost.report.provenance import Provenance
+from tenantcost.report.rounding import client_lines as round_lines
 from tenantcost.report.rule_text import Scope, SeenWorkloads, scope, seen_workloads
 from tenantcost.report.statement import StatementView, statement_view
 from tenantcost.timefmt import iso_z
@@ -247,12 +249,17 @@ def _kind_label(kind: str, source: str, billed: set[str]) -> str:
 
 def _lines(
     pack: ReportPack,
+    client: str,
     mine: Sequence[Any],
     pool: dict[tuple[Any, ...], Any],
     hidden: set[tuple[str, str, str]],
 ) -> tuple[list[SheetLine], str]:
-    """The client's lines (from :func:`lines_by_client`), formatted for the sheet."""
-    amounts, total = format_column([int(line.amount) for line in mine], pack.places)
+    """The client's lines (from :func:`lines_by_client`), formatted for the sheet: rounded to
+    the client's total as every page shows it (:mod:`tenantcost.report.rounding`)."""
+    shown_total = pack.shown.by_key[RULE].get(client, 0)
+    units = round_lines([int(line.amount) for line in mine], pack.places, shown_total)
+    amounts = [format_units(u, pack.places) for u in units]
+    total = format_units(shown_total, pack.places)
     billed = billed_sources(pack)
     out = []
     for line, amount in zip(mine, amounts, strict=True):
@@ -310,7 +317,7 @@ def _confidence(
     count, so a reader who knows how many clients there are would get the pool's cost back."""
     row = pack.amounts.loc[client]
     rule = int(row[RULE])
-    shown = {k: format_amount(int(row[k]), pack.places) for k in [RULE, *pack.keys]}
+    shown = {k: format_units(pack.shown.by_key[k][client], pack.places) for k in [RULE, *pack.keys]}
     name = {RULE: "the rule as written"} | {k: f"{key_label(k)} everywhere" for k in pack.keys}
     keys = []
     bars = []
@@ -486,7 +493,7 @@ def build_sheet(
     views = views if views is not None else prepare(pack)
     redact = views.redaction.reader(client)
     threshold = pack.inputs.ruleset.privacy.min_pool_clients
-    lines, total = _lines(pack, views.lines.get(client, []), views.pool, views.hidden)
+    lines, total = _lines(pack, client, views.lines.get(client, []), views.pool, views.hidden)
     chart = bar_chart(
         "sources-chart",
         "Your cost by source",
