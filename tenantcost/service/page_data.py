@@ -34,6 +34,7 @@ from tenantcost.store.models import (
     Statement,
     table,
 )
+from tenantcost.store.shown import client_amounts
 
 
 class FigureStatus(StrEnum):
@@ -111,11 +112,13 @@ def _draft_runs() -> Select[Any]:
 
 def figures(engine: Engine, scope: Scope, clients: list[str]) -> pd.DataFrame:
     """Every month's figure of ``clients`` the scope may see (:data:`FIGURE_COLUMNS`), one row
-    per client and month, ordered by client and month."""
+    per client and month, ordered by client and month; ``smallest`` fixes the decimals and
+    ``shown`` is the figure in display units as every page and sheet of the run shows it
+    (:mod:`tenantcost.store.shown`)."""
     if scope.clients is not None:
         clients = [c for c in clients if c in scope.clients]
     if not clients:
-        return pd.DataFrame(columns=[*FIGURE_COLUMNS, "smallest"])
+        return pd.DataFrame(columns=[*FIGURE_COLUMNS, "smallest", "shown"])
     with engine.connect() as connection:
         issued = _issued(connection, clients)
         drafts = _drafts(connection, clients) if scope.drafts else None
@@ -124,7 +127,9 @@ def figures(engine: Engine, scope: Scope, clients: list[str]) -> pd.DataFrame:
             issued = pd.concat([issued, drafts], ignore_index=True) if not issued.empty else drafts
         smallest = smallest_amounts(connection, issued["run_id"].astype(str).unique().tolist())
     frame = issued.sort_values(["client", "month"], ignore_index=True)[FIGURE_COLUMNS]
-    return frame.assign(smallest=frame["run_id"].astype(str).map(smallest))
+    return frame.assign(
+        smallest=frame["run_id"].astype(str).map(smallest), shown=client_amounts(engine, frame)
+    )
 
 
 def smallest_amounts(connection: Any, run_ids: list[str]) -> dict[str, int]:

@@ -22,14 +22,15 @@ from tenantcost.report.charts import Bar, Step, bar_chart, waterfall
 from tenantcost.report.display import (
     auto_places,
     format_amount,
-    format_column,
     format_share,
+    format_units,
     key_label,
 )
 from tenantcost.report.invoice_view import InvoiceView, invoice_view
 from tenantcost.service import page_data
 from tenantcost.service.month_usage import UsageView, usage_view
 from tenantcost.service.urls import api_client_path, client_href
+from tenantcost.store import shown as shown_figures
 from tenantcost.store.data import Store
 from tenantcost.timefmt import utc
 
@@ -40,6 +41,16 @@ MONTH_CLIENTS_PER_PAGE = 100
 def _places(currency: str, smallest: Any) -> int:
     """The decimals the run's sheets use (from its smallest non-zero client amount)."""
     return auto_places(currency, [] if smallest is None or pd.isna(smallest) else [int(smallest)])
+
+
+def shown_amount(row: Any, places: int) -> str:
+    """A client's figure of a run as every page and sheet of the run shows it (the ``shown``
+    of :func:`tenantcost.service.page_data.figures`: the run's one rounding)."""
+    shown = row["shown"] if isinstance(row, pd.Series | dict) else row.shown
+    if shown is None or pd.isna(shown):
+        amount = row["amount"] if isinstance(row, pd.Series | dict) else row.amount
+        return format_amount(int(amount), places)
+    return format_units(int(shown), places)
 
 
 def when(value: Any) -> str:
@@ -88,7 +99,7 @@ def search_view(
                     client,
                     client_href(client),
                     str(f["month"]),
-                    format_amount(int(f["amount"]), places),
+                    shown_amount(f, places),
                     str(f["currency"]),
                     str(f["status"]),
                 )
@@ -195,7 +206,7 @@ def client_view(client: str, rows: pd.DataFrame, month: str | None, drafts: bool
         HistoryRow(
             str(r.month),
             client_href(client, str(r.month)),
-            format_amount(int(r.amount), places),
+            shown_amount(r, _places(str(r.currency), r.smallest)),
             str(r.currency),
             str(r.status),
             _int_or_none(r.revision),
@@ -219,7 +230,7 @@ def client_view(client: str, rows: pd.DataFrame, month: str | None, drafts: bool
 
 def _figure(row: pd.Series, places: int) -> Figure:
     return Figure(
-        amount=format_amount(int(row["amount"]), places),
+        amount=shown_amount(row, places),
         currency=str(row["currency"]),
         status=str(row["status"]),
         revision=_int_or_none(row["revision"]),
@@ -244,15 +255,16 @@ def _notices(rows: pd.DataFrame, month: str, places: int) -> list[Notice]:
     if isinstance(position, int) and position > 0:
         before = rows.iloc[position - 1]
         now, then = int(row["amount"]), int(before["amount"])
+        then_text = shown_amount(before, _places(str(before["currency"]), before["smallest"]))
         change = now - then
         direction = "up" if change > 0 else "down" if change < 0 else "unchanged"
         share = f" ({format_share(change / then)})" if then and change else ""
         out.append(
             Notice(
                 f"Since {before['month']}",
-                f"{format_amount(now, places)} {currency} in {month}, {direction}"
+                f"{shown_amount(row, places)} {currency} in {month}, {direction}"
                 + (f" by {format_amount(abs(change), places)} {currency}{share}" if change else "")
-                + f" from {format_amount(then, places)} {currency} in {before['month']}. "
+                + f" from {then_text} {currency} in {before['month']}. "
                 "The sheet's lines show where the change comes from (its change notices name "
                 "rule changes).",
             )
@@ -278,7 +290,7 @@ def _history_chart(client: str, rows: pd.DataFrame) -> Markup:
         Bar(
             f"{r.month}{' (draft)' if r.status == 'draft' else ''}",
             int(r.amount) / unit,
-            f"{format_amount(int(r.amount), _places(str(r.currency), r.smallest))} {r.currency}",
+            f"{shown_amount(r, _places(str(r.currency), r.smallest))} {r.currency}",
             r.status == "draft",
         )
         for r in rows.itertuples()
@@ -414,9 +426,10 @@ def _run_view(engine: Engine, month: str, run_id: str, draft: bool, page: int) -
     run = facts.run
     currency = str(run["currency"])
     reference = int(run["reference_total"])
-    amounts = facts.cascade["amount"].astype("int64").tolist()
-    places = _places(currency, facts.smallest)
-    shown, reference_text = format_column(amounts, places)
+    run_shown = shown_figures.run_shown(engine, run_id)
+    places = run_shown.places
+    shown = [format_units(u, places) for u in run_shown.cascade]
+    reference_text = format_units(run_shown.reference, places)
     cascade = [
         CascadeRow(
             str(r.name),
@@ -435,7 +448,7 @@ def _run_view(engine: Engine, month: str, run_id: str, draft: bool, page: int) -
         if facts.idle_before is not None and cost_total
         else "-"
     )
-    keyed = _keys_table(engine, run_id, month, page, places)
+    keyed = _keys_table(engine, run_id, month, page, run_shown)
     return RunView(
         run_id=run_id,
         draft=draft,
@@ -475,22 +488,26 @@ class KeysTable:
     next_href: str | None
 
 
-def _keys_table(engine: Engine, run_id: str, month: str, page: int, places: int) -> KeysTable:
+def _keys_table(
+    engine: Engine, run_id: str, month: str, page: int, run: shown_figures.RunShown
+) -> KeysTable:
+    """The page's clients with their figures as every sheet of the run shows them, and each
+    key's total: the sum of all its displayed clients (:mod:`tenantcost.store.shown`)."""
     per_page = MONTH_CLIENTS_PER_PAGE
-    wide, totals, count = page_data.run_clients_page(engine, run_id, page, per_page)
+    places = run.places
+    wide, _, count = page_data.run_clients_page(engine, run_id, page, per_page)
     keys = [c for c in wide.columns if c != "client"] or ["rule"]
+    units = run.clients.reindex(index=wide["client"].astype(str), columns=keys)
     rows = [
         KeyRow(
-            str(r["client"]),
-            client_href(str(r["client"]), month),
-            [format_amount(int(r[k]), places) for k in keys],
+            client,
+            client_href(client, month),
+            [format_units(int(u), places) if not pd.isna(u) else "-" for u in amounts],
         )
-        for r in wide.to_dict("records")
+        for client, amounts in zip(units.index, units.to_numpy().tolist(), strict=True)
     ]  # one page of clients (at most 100): display only
-    key_totals = [
-        format_amount(int(totals[k].iloc[0]), places) if k in totals and len(totals) else "-"
-        for k in keys
-    ]
+    totals = run.totals()
+    key_totals = [format_units(totals[k], places) if k in totals else "-" for k in keys]
     pages = max(1, math.ceil(count / per_page))
     first = (page - 1) * per_page + 1
     shown = f", showing {first:,} to {first + len(rows) - 1:,}" if rows else ""
