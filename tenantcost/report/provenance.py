@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from urllib.parse import urlsplit
 
 from tenantcost import __version__
 from tenantcost.config.rules import RuleVersion
@@ -50,6 +52,29 @@ class Provenance:
 
 
 REMOTE = "remote URL, not fingerprinted"
+
+
+def input_name(source: str) -> str:
+    """An input as a client may read it: its name without directories (a server's or an
+    operator's folders are nobody else's business, and the fingerprint identifies the file);
+    a URL keeps its host and last path segment, never credentials or a query."""
+    text = str(source)
+    if is_url(text):
+        parts = urlsplit(text)
+        last = PurePosixPath(parts.path).name
+        return f"{parts.hostname or ''}{'/…/' + last if last else ''}"
+    return re.split(r"[\\/]", text.rstrip("/\\"))[-1] or text
+
+
+def client_facing(provenance: Provenance, redact: Callable[[str], str]) -> Provenance:
+    """The provenance of a page a client may receive: input names without directories,
+    redacted for the reader."""
+    return Provenance(
+        inputs=[InputFile(f.role, redact(input_name(f.path)), f.sha256) for f in provenance.inputs],
+        rules=[(redact(i), d) for i, d in provenance.rules],
+        version=provenance.version,
+        generated_at=provenance.generated_at,
+    )
 
 
 def fingerprint(path: Path) -> str:

@@ -71,9 +71,7 @@ def largest_remainder(
     return floors
 
 
-def client_column(
-    amounts: pd.Series, places: int, total: int | None = None
-) -> pd.Series:
+def client_column(amounts: pd.Series, places: int, total: int | None = None) -> pd.Series:
     """A column of client amounts (index: client id) in display units, rounded to ``total``,
     ties by client id: the same figures whatever order the clients came in."""
     ids = amounts.index.astype(str)

@@ -43,7 +43,7 @@ from tenantcost.report.display import (
 from tenantcost.report.invoice_view import BillingBasis, billing_basis
 from tenantcost.report.pack import ReportPack
 from tenantcost.report.privacy import Redaction, too_few_clients, withheld_pools
-from tenantcost.report.provenance import Provenance
+from tenantcost.report.provenance import Provenance, client_facing
 from tenantcost.report.rounding import client_lines as round_lines
 from tenantcost.report.rule_text import Scope, SeenWorkloads, scope, seen_workloads
 from tenantcost.report.statement import StatementView, statement_view
@@ -508,13 +508,7 @@ def build_sheet(
             for line in lines
         ],
     )
-    prov = pack.provenance
-    provenance = Provenance(
-        inputs=[type(f)(f.role, redact(f.path), f.sha256) for f in prov.inputs],
-        rules=[(redact(i), d) for i, d in prov.rules],
-        version=prov.version,
-        generated_at=prov.generated_at,
-    )
+    provenance = client_facing(pack.provenance, redact)
     section3 = views.unattributed
     return ClientSheet(
         client=client,

@@ -219,6 +219,17 @@ def month_events(engine: Engine, month: str) -> pd.DataFrame:
         return _frame(connection.execute(query.order_by(e.id)))
 
 
+def issued_as(engine: Engine, run_id: str) -> int | None:
+    """The latest revision a close issued ``run_id`` as, or ``None``: a draft. A reopened
+    month still shows the run it issued until a new run: that run is issued, not a draft."""
+    e = table(MonthEvent).c
+    with engine.connect() as connection:
+        value = connection.execute(
+            select(func.max(e.revision)).where(e.run_id == run_id, e.action == "close")
+        ).scalar()
+    return int(value) if value is not None else None
+
+
 def latest_run_id(engine: Engine, month: str) -> str | None:
     runs = latest_runs().subquery()
     with engine.connect() as connection:

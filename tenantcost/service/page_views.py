@@ -355,6 +355,8 @@ class RunView:
     issued_total: str = ""
     invoice: InvoiceView | None = None
     """The invoice cascade and the repricing recorded with the run (billing data), if any."""
+    issued_as: int | None = None
+    """The latest revision a close issued the run as; ``None``: a draft."""
 
 
 @dataclass(frozen=True)
@@ -388,7 +390,7 @@ def month_view(
     run_id = (
         issued.run_id if closed and issued is not None else page_data.latest_run_id(engine, month)
     )
-    run = _run_view(engine, month, run_id, not closed, page) if run_id else None
+    run = _run_view(engine, month, run_id, page) if run_id else None
     hours = status["hours"]
     return MonthView(
         month,
@@ -421,8 +423,11 @@ def _clients_read(reason: Any, client_reason: Any) -> str | None:
     return client_reason if isinstance(client_reason, str) else RESTATED_NOTE
 
 
-def _run_view(engine: Engine, month: str, run_id: str, draft: bool, page: int) -> RunView:
+def _run_view(engine: Engine, month: str, run_id: str, page: int) -> RunView:
+    """The run's figures; a draft only if no close issued it (after a reopen, the page shows
+    the issued run until a new run, labelled with its revision)."""
     facts = page_data.run_facts(engine, run_id)
+    issued = page_data.issued_as(engine, run_id)
     run = facts.run
     currency = str(run["currency"])
     reference = int(run["reference_total"])
@@ -451,7 +456,7 @@ def _run_view(engine: Engine, month: str, run_id: str, draft: bool, page: int) -
     keyed = _keys_table(engine, run_id, month, page, run_shown)
     return RunView(
         run_id=run_id,
-        draft=draft,
+        draft=issued is None,
         currency=currency,
         cascade=cascade,
         waterfall_svg=_waterfall(facts.cascade, reference, shown, reference_text, currency),
@@ -473,6 +478,7 @@ def _run_view(engine: Engine, month: str, run_id: str, draft: bool, page: int) -
             {**b, "created_at": when(b["created_at"])} for b in facts.batches.to_dict("records")
         ],
         invoice=invoice_view(page_data.stored_invoice(run), places),
+        issued_as=issued,
     )
 
 
