@@ -530,6 +530,8 @@ def build_sheet(
         provenance=provenance,
         min_pool_clients=threshold,
         withheld_note=withheld_note(threshold) if any(line.withheld for line in lines) else "",
-        statement=statement_view(pack.statement, client, pack.places, redact),
+        statement=statement_view(
+            pack.statement, client, pack.places, redact, pack.shown.by_key[RULE].get(client)
+        ),
         billing=billing_basis(pack.base.invoice, redact),
     )

@@ -238,7 +238,7 @@ def build_summary(pack: ReportPack, client_files: dict[str, str]) -> FinanceSumm
         rules=_rules(pack),
         changes=_changes(pack),
         provenance=pack.provenance,
-        statement=summary_statement(pack.statement, pack.places),
+        statement=summary_statement(pack.statement, pack.places, shown.by_key[RULE]),
         invoice=invoice_view(base.invoice, pack.places),
         cost_basis=_cost_basis(pack),
     )

@@ -116,6 +116,11 @@ def _compute(connection: Connection, run_id: str, keyed: bool) -> RunShown:
     return RunShown(run_id, places, [int(u) for u in units], int(units.sum()), columns)
 
 
+def compute_shown(connection: Connection, run_id: str) -> RunShown:
+    """The run's displayed figures, computed now on ``connection`` (not cached)."""
+    return _compute(connection, run_id, _key_rows(connection, run_id) > 0)
+
+
 def run_shown(engine: Engine, run_id: str) -> RunShown:
     """The run's displayed figures (computed once per run and key figures, then cached)."""
     with engine.connect() as connection:
