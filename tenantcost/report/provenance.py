@@ -54,16 +54,28 @@ class Provenance:
 REMOTE = "remote URL, not fingerprinted"
 
 
+DIRECTORIES = re.compile(r"(?:[A-Za-z]:)?[^\s:()\\/]*[\\/](?:[^\\/\n]*[\\/])*")
+"""A path's directories: from the start of a path to its last separator (spaces allowed)."""
+
+
+def _url_name(token: str) -> str:
+    if not is_url(token):
+        return token
+    parts = urlsplit(token)
+    last = PurePosixPath(parts.path).name
+    return f"{parts.hostname or ''}{'/…/' + last if last else ''}"
+
+
 def input_name(source: str) -> str:
-    """An input as a client may read it: its name without directories (a server's or an
-    operator's folders are nobody else's business, and the fingerprint identifies the file);
-    a URL keeps its host and last path segment, never credentials or a query."""
-    text = str(source)
-    if is_url(text):
-        parts = urlsplit(text)
-        last = PurePosixPath(parts.path).name
-        return f"{parts.hostname or ''}{'/…/' + last if last else ''}"
-    return re.split(r"[\\/]", text.rstrip("/\\"))[-1] or text
+    """An input as a client may read it: every path in the text by its name without
+    directories (a server's or an operator's folders are nobody else's business, and the
+    fingerprint identifies the file); a URL keeps its host and last path segment, never
+    credentials or a query. ``stored rule file /srv/x/rules.yaml`` reads ``stored rule file
+    rules.yaml``, ``batch 2: /tmp/a/costs.json`` reads ``batch 2: costs.json``."""
+    text = "".join(_url_name(token) for token in re.split(r"(\s+)", str(source)))
+    if "://" in str(source):
+        return text  # the URLs are names already (host/…/last)
+    return DIRECTORIES.sub("", text) or text
 
 
 def client_facing(provenance: Provenance, redact: Callable[[str], str]) -> Provenance:

@@ -35,7 +35,7 @@ from tenantcost.collect import CostInput
 from tenantcost.errors import InputError
 from tenantcost.inputs import Inputs
 from tenantcost.report.pack import ReportPack, assemble_pack
-from tenantcost.report.provenance import InputFile, Provenance, generation_time, input_name
+from tenantcost.report.provenance import InputFile, Provenance, generation_time
 from tenantcost.report.statement import ClientRestatement, StatementKind, StatementNote
 from tenantcost.split import connect
 from tenantcost.store.batches import withdrawn_before
@@ -174,7 +174,8 @@ def stored_provenance(
 ) -> Provenance:
     """The run's inputs as stored: its rule file and every batch it read, with their sha256,
     then the batches of its period withdrawn before it (not read; fixed once the run is).
-    Each by its name without directories (the server's folders; the sha256 identifies it)."""
+    Finance's pages name them in full; a client's sheet without directories
+    (:func:`tenantcost.report.provenance.client_facing`)."""
     run = connection.execute(select(table(Run)).where(table(Run).c.id == run_id)).one()
     i, b = table(RunInput).c, table(Batch).c
     batches = connection.execute(
@@ -183,9 +184,9 @@ def stored_provenance(
         .where(i.run_id == run_id)
         .order_by(i.kind, i.batch_id)
     ).all()
-    inputs = [InputFile("rules", input_name(stored.rules_origin), str(run.rule_file_sha256))]
+    inputs = [InputFile("rules", stored.rules_origin, str(run.rule_file_sha256))]
     inputs += [
-        InputFile(str(kind), f"batch {batch_id}: {input_name(source)}", str(sha256))
+        InputFile(str(kind), f"batch {batch_id}: {source}", str(sha256))
         for batch_id, kind, sha256, source in batches
     ]  # one per batch the run read: a handful
     period = Period(pd.Timestamp(run.period_start), pd.Timestamp(run.period_end))
@@ -193,7 +194,7 @@ def stored_provenance(
         InputFile(
             kind,
             f"withdrawn batch {uid[:12]} (not read; withdrawn {iso_z_seconds(at)} "
-            f"by {actor}): {input_name(source)}",
+            f"by {actor}): {source}",
             sha256,
         )
         for kind, uid, sha256, source, at, actor in withdrawn_before(
