@@ -382,14 +382,14 @@ def _notices(
     pack: ReportPack, changes: list[RuleChange], client: str, redact: Callable[[str], str]
 ) -> list[NoticeView]:
     out = []
-    for change in changes:
+    for change, shown in zip(changes, pack.shown.changes, strict=True):
         rows = []
-        for column in change.columns:
-            if column.amounts is None:
+        for column, units in zip(change.columns, shown, strict=True):
+            if units is None:
                 rows.append(Row(redact(column.label), "not computable", redact(column.reason)))
-            else:
-                value = int(column.amounts.get(client, 0))
-                rows.append(Row(redact(column.label), format_amount(value, pack.places)))
+            else:  # the column's one rounding (the figure the summary shows)
+                value = units.get(client, 0)
+                rows.append(Row(redact(column.label), format_units(value, pack.places)))
         out.append(NoticeView(redact(change.title), redact(change.text), rows))
     return out
 
