@@ -9,8 +9,8 @@ alternative key's column within itself. That needs every client of the run, not 
 ones a page lists, so it is computed once per run (one query per table, vectorised) and kept:
 a run's stored figures never change once written (``run`` writes its clients, a ``close``
 adds the key figures of the run it issues), so the displayed figures of an issued revision
-are frozen with it. The cache is keyed by the run and by how many key figures it holds, so
-the close that adds them is seen.
+are frozen with it. A run cached before its close added the key figures is computed again
+once they are there.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from sqlalchemy import Connection, Engine, func, select
 
 from tenantcost.kinds import CascadeKind
 from tenantcost.report.display import auto_places
-from tenantcost.report.rounding import key_columns, largest_remainder
+from tenantcost.report.rounding import half_even, key_columns, largest_remainder
 from tenantcost.store.models import Run, RunClient, RunClientFigure, RunFigure, table
 
 KEY_FIGURE = "key:"
@@ -44,6 +44,9 @@ class RunShown:
     reference: int
     clients: pd.DataFrame
     """Index: client id; columns: ``rule`` then the stored alternative keys (sorted)."""
+    keyed: bool = False
+    """Whether the run's key figures were stored (a close adds them, once): if so, nothing
+    about the run changes any more."""
 
     def amount(self, client: str, key: str = RULE) -> int | None:
         """The client's displayed figure under ``key``; ``None``: not a client of the run."""
@@ -56,7 +59,7 @@ class RunShown:
         return {str(k): int(v) for k, v in self.clients.sum().items()}
 
 
-_cache: OrderedDict[tuple[str, str, int], RunShown] = OrderedDict()
+_cache: OrderedDict[tuple[str, str], RunShown] = OrderedDict()
 _lock = Lock()
 
 
@@ -109,11 +112,12 @@ def _compute(connection: Connection, run_id: str, keyed: bool) -> RunShown:
         if CascadeKind.CLIENTS.value in kinds
         else None
     )
-    if clients_line is None:
-        columns = key_columns(amounts, places, int(largest_remainder(amounts[RULE], places).sum()))
-    else:
-        columns = key_columns(amounts, places, clients_line)
-    return RunShown(run_id, places, [int(u) for u in units], int(units.sum()), columns)
+    own = half_even(int(amounts[RULE].sum()), places)
+    try:  # the clients line is the rule column's exact total, rounded within the cascade
+        columns = key_columns(amounts, places, own if clients_line is None else clients_line)
+    except ValueError:  # a run whose clients differ from its cascade: never a page error
+        columns = key_columns(amounts, places, own)
+    return RunShown(run_id, places, [int(u) for u in units], int(units.sum()), columns, keyed)
 
 
 def compute_shown(connection: Connection, run_id: str) -> RunShown:
@@ -122,16 +126,20 @@ def compute_shown(connection: Connection, run_id: str) -> RunShown:
 
 
 def run_shown(engine: Engine, run_id: str) -> RunShown:
-    """The run's displayed figures (computed once per run and key figures, then cached)."""
+    """The run's displayed figures, computed once per run and cached; a run without key
+    figures yet is looked at again (one count) in case a close added them since."""
+    key = (str(engine.url), run_id)
+    with _lock:
+        found = _cache.get(key)
+        if found is not None:
+            _cache.move_to_end(key)
+    if found is not None and found.keyed:
+        return found
     with engine.connect() as connection:
-        keyed = _key_rows(connection, run_id)
-        key = (str(engine.url), run_id, keyed)
-        with _lock:
-            found = _cache.get(key)
-            if found is not None:
-                _cache.move_to_end(key)
-                return found
-        shown = _compute(connection, run_id, keyed > 0)
+        keyed = _key_rows(connection, run_id) > 0
+        if found is not None and not keyed:
+            return found
+        shown = _compute(connection, run_id, keyed)
     with _lock:
         _cache[key] = shown
         while len(_cache) > CACHED_RUNS:
