@@ -249,7 +249,8 @@ def test_client_page_shows_the_issued_figure_sheet_links_and_history(served: Ser
     page = manager.get("/clients/client-a")
     assert page.status_code == 200
     text = page.text
-    assert 'id="amount">0.1235 USD<' in text  # the sheet's own decimals (4 for this month)
+    # the sheet's own decimals (4 for this month) and its figure: one rounding (issue 24)
+    assert 'id="amount">0.1234 USD<' in text
     assert 'id="status">issued<' in text and 'id="revision">1<' in text
     assert f"/api/v1/clients/client-a/months/{MONTH}/sheet.pdf" in text
     assert f"/api/v1/clients/client-a/months/{MONTH}/sheet.md" in text
@@ -290,7 +291,7 @@ def test_finance_month_page_shows_cascade_idle_keys_and_provenance(served: Serve
     assert 'href="/months/2026-11/finance-summary.pdf"' in text
     for key in ("the rule", "CPU seconds", "requests", "even split"):
         assert f">{key}</th>" in text
-    for amount in ("0.1235", "0.0897", "0.1513", "0.0674"):  # client-a under each key
+    for amount in ("0.1234", "0.0897", "0.1513", "0.0674"):  # client-a under each key
         assert amount in text
     assert "reopen-form" in text and "close-form" not in text
     assert text.count('<th scope="row" class="num">') == 2  # the two batches the run read

@@ -5,15 +5,16 @@ total and each key's client column to its total (the rule's column to the cascad
 ``clients`` line) by largest remainder (:func:`tenantcost.money.round_for_display`), once, in
 one place: the two pages always agree and every column adds up.
 
-A client's own sheet is rounded on its own (its lines to its correctly rounded total), so that
-each line it shows is as close to the exact figure as possible. Where the summary's column had
-to move a client's figure by one unit to add up, :func:`adjusted` says so and the summary marks
+A client's own sheet shows the same figure (its lines are rounded to it, by
+:mod:`tenantcost.report.rounding`, the one hierarchy every page reads). Where the column had to
+move a client's figure by one unit to add up, :func:`adjusted` says so and the summary marks
 the cell, instead of leaving a reader to find the difference.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -21,7 +22,9 @@ from tenantcost.allocate import AllocationResult
 from tenantcost.kinds import CascadeKind
 from tenantcost.money import round_for_display
 from tenantcost.reconcile import cascade
+from tenantcost.report.changes import RuleChange
 from tenantcost.report.confidence import RULE
+from tenantcost.report.rounding import client_column, key_columns
 
 
 @dataclass(frozen=True)
@@ -37,20 +40,49 @@ class ShownFigures:
     key_totals: dict[str, int]
     clients_line: int
     unattributed_line: int
+    changes: list[list[dict[str, int] | None]] = field(default_factory=list)
+    """Per change notice, per column: client -> the client's figure (``None``: a column that
+    could not be computed); each column rounded within itself like a key's."""
 
 
-def plan(base: AllocationResult, amounts: pd.DataFrame, places: int) -> ShownFigures:
-    """Round the cascade, then every key's client column (the rule's to the clients line)."""
+def _change_columns(
+    changes: Sequence[RuleChange], places: int, clients_line: int, rule_exact: int
+) -> list[list[dict[str, int] | None]]:
+    """Each change notice's columns (another split of the clients' money, or last period's)
+    rounded within themselves: to the clients line when they hold the same money, so a client
+    reads its figure there as everywhere else."""
+    out: list[list[dict[str, int] | None]] = []
+    for change in changes:
+        columns: list[dict[str, int] | None] = []
+        for column in change.columns:
+            if column.amounts is None:
+                columns.append(None)
+                continue
+            exact = column.amounts.astype("int64")
+            same = int(exact.sum()) == rule_exact
+            shown = client_column(exact, places, clients_line if same else None)
+            columns.append(dict(zip(shown.index.astype(str), shown.tolist(), strict=True)))
+        out.append(columns)
+    return out
+
+
+def plan(
+    base: AllocationResult,
+    amounts: pd.DataFrame,
+    places: int,
+    changes: Sequence[RuleChange] = (),
+) -> ShownFigures:
+    """Round the cascade, then every key's client column (the rule's to the clients line;
+    :func:`tenantcost.report.rounding.key_columns`)."""
     casc = cascade(base)
     units = round_for_display([line.amount for line in casc.lines], places)
     kinds = [line.kind for line in casc.lines]
     clients_line = units[kinds.index(CascadeKind.CLIENTS)]
-    by_key: dict[str, dict[str, int]] = {}
-    for key in amounts.columns:
-        column = amounts[key].astype("int64")
-        target = clients_line if key == RULE else None
-        shown = round_for_display(column.tolist(), places, total=target)
-        by_key[str(key)] = dict(zip(column.index.astype(str), shown, strict=True))
+    columns = key_columns(amounts, places, clients_line, rule=RULE)
+    by_key = {
+        str(key): dict(zip(columns.index.astype(str), columns[key].tolist(), strict=True))
+        for key in columns.columns
+    }
     return ShownFigures(
         places=places,
         cascade=units,
@@ -59,6 +91,9 @@ def plan(base: AllocationResult, amounts: pd.DataFrame, places: int) -> ShownFig
         key_totals={k: sum(v.values()) for k, v in by_key.items()},
         clients_line=clients_line,
         unattributed_line=units[kinds.index(CascadeKind.UNATTRIBUTED)],
+        changes=_change_columns(
+            changes, places, clients_line, int(amounts[RULE].astype("int64").sum())
+        ),
     )
 
 

@@ -240,7 +240,7 @@ def assemble_pack(
         changes=figures.changes,
         provenance=provenance,
         places=chosen,
-        shown=plan(base, amounts, chosen),
+        shown=plan(base, amounts, chosen, figures.changes),
         all_clients=order,
         clients=chosen_clients,
         known_clients=sorted(known),

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from urllib.parse import urlsplit
 
 from tenantcost import __version__
 from tenantcost.config.rules import RuleVersion
@@ -50,6 +52,41 @@ class Provenance:
 
 
 REMOTE = "remote URL, not fingerprinted"
+
+
+DIRECTORIES = re.compile(r"(?:[A-Za-z]:)?[^\s:()\\/]*[\\/](?:[^\\/\n]*[\\/])*")
+"""A path's directories: from the start of a path to its last separator (spaces allowed)."""
+
+
+def _url_name(token: str) -> str:
+    if not is_url(token):
+        return token
+    parts = urlsplit(token)
+    last = PurePosixPath(parts.path).name
+    return f"{parts.hostname or ''}{'/…/' + last if last else ''}"
+
+
+def input_name(source: str) -> str:
+    """An input as a client may read it: every path in the text by its name without
+    directories (a server's or an operator's folders are nobody else's business, and the
+    fingerprint identifies the file); a URL keeps its host and last path segment, never
+    credentials or a query. ``stored rule file /srv/x/rules.yaml`` reads ``stored rule file
+    rules.yaml``, ``batch 2: /tmp/a/costs.json`` reads ``batch 2: costs.json``."""
+    text = "".join(_url_name(token) for token in re.split(r"(\s+)", str(source)))
+    if "://" in str(source):
+        return text  # the URLs are names already (host/…/last)
+    return DIRECTORIES.sub("", text) or text
+
+
+def client_facing(provenance: Provenance, redact: Callable[[str], str]) -> Provenance:
+    """The provenance of a page a client may receive: input names without directories,
+    redacted for the reader."""
+    return Provenance(
+        inputs=[InputFile(f.role, redact(input_name(f.path)), f.sha256) for f in provenance.inputs],
+        rules=[(redact(i), d) for i, d in provenance.rules],
+        version=provenance.version,
+        generated_at=provenance.generated_at,
+    )
 
 
 def fingerprint(path: Path) -> str:

@@ -35,6 +35,7 @@ from tenantcost.report.display import (
     format_measure,
     format_rate,
     format_share,
+    format_units,
     key_label,
     period_label,
     unit_basis,
@@ -42,7 +43,8 @@ from tenantcost.report.display import (
 from tenantcost.report.invoice_view import BillingBasis, billing_basis
 from tenantcost.report.pack import ReportPack
 from tenantcost.report.privacy import Redaction, too_few_clients, withheld_pools
-from tenantcost.report.provenance import Provenance
+from tenantcost.report.provenance import Provenance, client_facing
+from tenantcost.report.rounding import client_lines as round_lines
 from tenantcost.report.rule_text import Scope, SeenWorkloads, scope, seen_workloads
 from tenantcost.report.statement import StatementView, statement_view
 from tenantcost.timefmt import iso_z
@@ -247,12 +249,17 @@ def _kind_label(kind: str, source: str, billed: set[str]) -> str:
 
 def _lines(
     pack: ReportPack,
+    client: str,
     mine: Sequence[Any],
     pool: dict[tuple[Any, ...], Any],
     hidden: set[tuple[str, str, str]],
 ) -> tuple[list[SheetLine], str]:
-    """The client's lines (from :func:`lines_by_client`), formatted for the sheet."""
-    amounts, total = format_column([int(line.amount) for line in mine], pack.places)
+    """The client's lines (from :func:`lines_by_client`), formatted for the sheet: rounded to
+    the client's total as every page shows it (:mod:`tenantcost.report.rounding`)."""
+    shown_total = pack.shown.by_key[RULE].get(client, 0)
+    units = round_lines([int(line.amount) for line in mine], pack.places, shown_total)
+    amounts = [format_units(u, pack.places) for u in units]
+    total = format_units(shown_total, pack.places)
     billed = billed_sources(pack)
     out = []
     for line, amount in zip(mine, amounts, strict=True):
@@ -310,7 +317,7 @@ def _confidence(
     count, so a reader who knows how many clients there are would get the pool's cost back."""
     row = pack.amounts.loc[client]
     rule = int(row[RULE])
-    shown = {k: format_amount(int(row[k]), pack.places) for k in [RULE, *pack.keys]}
+    shown = {k: format_units(pack.shown.by_key[k][client], pack.places) for k in [RULE, *pack.keys]}
     name = {RULE: "the rule as written"} | {k: f"{key_label(k)} everywhere" for k in pack.keys}
     keys = []
     bars = []
@@ -375,14 +382,14 @@ def _notices(
     pack: ReportPack, changes: list[RuleChange], client: str, redact: Callable[[str], str]
 ) -> list[NoticeView]:
     out = []
-    for change in changes:
+    for change, shown in zip(changes, pack.shown.changes, strict=True):
         rows = []
-        for column in change.columns:
-            if column.amounts is None:
+        for column, units in zip(change.columns, shown, strict=True):
+            if units is None:
                 rows.append(Row(redact(column.label), "not computable", redact(column.reason)))
-            else:
-                value = int(column.amounts.get(client, 0))
-                rows.append(Row(redact(column.label), format_amount(value, pack.places)))
+            else:  # the column's one rounding (the figure the summary shows)
+                value = units.get(client, 0)
+                rows.append(Row(redact(column.label), format_units(value, pack.places)))
         out.append(NoticeView(redact(change.title), redact(change.text), rows))
     return out
 
@@ -486,7 +493,7 @@ def build_sheet(
     views = views if views is not None else prepare(pack)
     redact = views.redaction.reader(client)
     threshold = pack.inputs.ruleset.privacy.min_pool_clients
-    lines, total = _lines(pack, views.lines.get(client, []), views.pool, views.hidden)
+    lines, total = _lines(pack, client, views.lines.get(client, []), views.pool, views.hidden)
     chart = bar_chart(
         "sources-chart",
         "Your cost by source",
@@ -501,13 +508,7 @@ def build_sheet(
             for line in lines
         ],
     )
-    prov = pack.provenance
-    provenance = Provenance(
-        inputs=[type(f)(f.role, redact(f.path), f.sha256) for f in prov.inputs],
-        rules=[(redact(i), d) for i, d in prov.rules],
-        version=prov.version,
-        generated_at=prov.generated_at,
-    )
+    provenance = client_facing(pack.provenance, redact)
     section3 = views.unattributed
     return ClientSheet(
         client=client,
@@ -529,6 +530,8 @@ def build_sheet(
         provenance=provenance,
         min_pool_clients=threshold,
         withheld_note=withheld_note(threshold) if any(line.withheld for line in lines) else "",
-        statement=statement_view(pack.statement, client, pack.places, redact),
+        statement=statement_view(
+            pack.statement, client, pack.places, redact, pack.shown.by_key[RULE].get(client)
+        ),
         billing=billing_basis(pack.base.invoice, redact),
     )

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from tenantcost.report.display import format_amount
+from tenantcost.report.display import format_amount, format_units
 from tenantcost.report.privacy import RESTATED_NOTE, client_note
 
 
@@ -60,6 +60,10 @@ class StatementNote:
     clients: dict[str, ClientRestatement] = field(default_factory=dict)
     client_reason: str = ""
     """What clients read instead of ``reason`` (empty: :data:`RESTATED_NOTE`)."""
+    previous_shown: dict[str, int] = field(default_factory=dict)
+    """Each client's figure as the previous revision's pages showed it (display units at
+    ``previous_places``): a restatement quotes what the client was sent, not a new rounding."""
+    previous_places: int | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,32 @@ class StatementView:
 def _signed(amount: int, places: int) -> str:
     text = format_amount(amount, places)
     return f"+{text}" if amount > 0 else text
+
+
+def _signed_units(units: int, places: int) -> str:
+    text = format_units(units, places)
+    return f"+{text}" if units > 0 else text
+
+
+def _figures(
+    note: StatementNote, client: str, c: ClientRestatement, places: int, shown: int | None
+) -> list[str]:
+    """Before, now and the difference as the pages read them: the previous revision's
+    displayed figure, this one's (``shown``, display units), and their difference, so the
+    three add up; each rounded alone when a displayed figure is not known or the two
+    revisions show different decimals."""
+    before = note.previous_shown.get(client) if note.previous_places == places else None
+    if shown is not None and (before is not None or c.previous is None):
+        return [
+            format_units(before, places) if before is not None else "none issued",
+            format_units(shown, places),
+            _signed_units(shown - (before or 0), places),
+        ]
+    return [
+        format_amount(c.previous, places) if c.previous is not None else "none issued",
+        format_amount(c.amount, places),
+        _signed(c.difference, places),
+    ]
 
 
 def _incomplete(note: StatementNote) -> str:
@@ -110,10 +140,14 @@ def _draft(note: StatementNote) -> StatementView:
 
 
 def statement_view(
-    note: StatementNote | None, client: str, places: int, redact: Callable[[str], str]
+    note: StatementNote | None,
+    client: str,
+    places: int,
+    redact: Callable[[str], str],
+    shown: int | None = None,
 ) -> StatementView | None:
     """The sheet's statement block for ``client``, or ``None`` (a complete revision 1, file
-    sheets)."""
+    sheets); ``shown``: the client's total as the sheet shows it (display units)."""
     if note is None:
         return None
     if note.kind == StatementKind.DRAFT:
@@ -131,18 +165,14 @@ def statement_view(
     rows = []
     change = "Your amount is unchanged."
     if mine is not None:
-        before = (
-            format_amount(mine.previous, places) if mine.previous is not None else "none issued"
-        )
+        before, now, difference = _figures(note, client, mine, places, shown)
         rows = [
             StatementRow(f"Revision {note.revision - 1} (as issued before)", before),
-            StatementRow(
-                f"Revision {note.revision} (this statement)", format_amount(mine.amount, places)
-            ),
-            StatementRow("Difference", _signed(mine.difference, places)),
+            StatementRow(f"Revision {note.revision} (this statement)", now),
+            StatementRow("Difference", difference),
         ]
         if mine.difference:
-            change = f"Your amount changed by {_signed(mine.difference, places)}."
+            change = f"Your amount changed by {difference}."
     return StatementView(
         kind=str(note.kind),
         title=f"Restated statement: revision {note.revision} of {note.month}",
@@ -169,8 +199,11 @@ class SummaryStatement:
     rows: list[tuple[str, list[str]]]
 
 
-def summary_statement(note: StatementNote | None, places: int) -> SummaryStatement | None:
-    """The summary's block for a draft, an incomplete or a restated revision, else ``None``."""
+def summary_statement(
+    note: StatementNote | None, places: int, shown: dict[str, int] | None = None
+) -> SummaryStatement | None:
+    """The summary's block for a draft, an incomplete or a restated revision, else ``None``;
+    ``shown``: each client's total as the pages show it (display units)."""
     if note is None:
         return None
     view = statement_view(note, "", places, lambda text: text)
@@ -185,16 +218,9 @@ def summary_statement(note: StatementNote | None, places: int) -> SummaryStateme
     )
     columns = [f"Revision {note.revision - 1}", f"Revision {note.revision}", "Difference"]
     rows = [
-        (
-            client,
-            [
-                format_amount(c.previous, places) if c.previous is not None else "none issued",
-                format_amount(c.amount, places),
-                _signed(c.difference, places),
-            ],
-        )
+        (client, _figures(note, client, c, places, (shown or {}).get(client)))
         for client, c in note.clients.items()
-    ]  # fmt: skip  (the summary lists every client anyway)
+    ]  # the summary lists every client anyway
     return SummaryStatement(view.kind, view.title, text, columns, rows)
 
 

@@ -140,16 +140,18 @@ def _rules(pack: ReportPack) -> list[RuleRow]:
 
 
 def _changes(pack: ReportPack) -> list[ChangeTable]:
+    """The change notices: every client's figure in each column, the column rounded within
+    itself like a key's (:func:`tenantcost.report.figures.plan`)."""
     tables = []
-    for change in pack.changes:
+    for change, shown in zip(pack.changes, pack.shown.changes, strict=True):
         columns = [c.label for c in change.columns]
         rows = []
         for client in pack.all_clients:
             cells = [
-                format_amount(int(c.amounts.get(client, 0)), pack.places)
-                if c.amounts is not None
+                format_units(units.get(client, 0), pack.places)
+                if units is not None
                 else f"not computable: {c.reason}"
-                for c in change.columns
+                for c, units in zip(change.columns, shown, strict=True)
             ]
             rows.append((client, cells))
         tables.append(ChangeTable(change.title, change.text, columns, rows))
@@ -238,7 +240,7 @@ def build_summary(pack: ReportPack, client_files: dict[str, str]) -> FinanceSumm
         rules=_rules(pack),
         changes=_changes(pack),
         provenance=pack.provenance,
-        statement=summary_statement(pack.statement, pack.places),
+        statement=summary_statement(pack.statement, pack.places, shown.by_key[RULE]),
         invoice=invoice_view(base.invoice, pack.places),
         cost_basis=_cost_basis(pack),
     )

@@ -35,6 +35,7 @@ from tenantcost.store.models import (
     Statement,
     table,
 )
+from tenantcost.store.shown import client_amounts
 
 
 class FigureStatus(StrEnum):
@@ -112,11 +113,13 @@ def _draft_runs() -> Select[Any]:
 
 def figures(engine: Engine, scope: Scope, clients: list[str]) -> pd.DataFrame:
     """Every month's figure of ``clients`` the scope may see (:data:`FIGURE_COLUMNS`), one row
-    per client and month, ordered by client and month."""
+    per client and month, ordered by client and month; ``smallest`` fixes the decimals and
+    ``shown`` is the figure in display units as every page and sheet of the run shows it
+    (:mod:`tenantcost.store.shown`)."""
     if scope.clients is not None:
         clients = [c for c in clients if c in scope.clients]
     if not clients:
-        return pd.DataFrame(columns=[*FIGURE_COLUMNS, "smallest"])
+        return pd.DataFrame(columns=[*FIGURE_COLUMNS, "smallest", "shown"])
     with engine.connect() as connection:
         issued = _issued(connection, clients)
         drafts = _drafts(connection, clients) if scope.drafts else None
@@ -128,7 +131,9 @@ def figures(engine: Engine, scope: Scope, clients: list[str]) -> pd.DataFrame:
         smallest = remembered(engine, "smallest_amounts", run_ids,
                               lambda: smallest_amounts(connection, list(run_ids)))  # fmt: skip
     frame = issued[FIGURE_COLUMNS]  # in (client, month) order
-    return frame.assign(smallest=frame["run_id"].astype(str).map(smallest))
+    return frame.assign(
+        smallest=frame["run_id"].astype(str).map(smallest), shown=client_amounts(engine, frame)
+    )
 
 
 def smallest_amounts(connection: Any, run_ids: list[str]) -> dict[str, int]:
@@ -222,6 +227,17 @@ def month_events(engine: Engine, month: str) -> pd.DataFrame:
     )
     with engine.connect() as connection:
         return _frame(connection.execute(query.order_by(e.id)))
+
+
+def issued_as(engine: Engine, run_id: str) -> int | None:
+    """The latest revision a close issued ``run_id`` as, or ``None``: a draft. A reopened
+    month still shows the run it issued until a new run: that run is issued, not a draft."""
+    e = table(MonthEvent).c
+    with engine.connect() as connection:
+        value = connection.execute(
+            select(func.max(e.revision)).where(e.run_id == run_id, e.action == "close")
+        ).scalar()
+    return int(value) if value is not None else None
 
 
 def latest_run_id(engine: Engine, month: str) -> str | None:

@@ -24,12 +24,14 @@ from tenantcost.report.display import (
     format_amount,
     format_column,
     format_share,
+    format_units,
     key_label,
 )
 from tenantcost.report.invoice_view import InvoiceView, invoice_view
 from tenantcost.service import page_data
 from tenantcost.service.month_usage import UsageView, usage_view
 from tenantcost.service.urls import api_client_path, client_href
+from tenantcost.store import shown as shown_figures
 from tenantcost.store.data import Store
 from tenantcost.timefmt import utc
 
@@ -40,6 +42,16 @@ MONTH_CLIENTS_PER_PAGE = 100
 def _places(currency: str, smallest: Any) -> int:
     """The decimals the run's sheets use (from its smallest non-zero client amount)."""
     return auto_places(currency, [] if smallest is None or pd.isna(smallest) else [int(smallest)])
+
+
+def shown_amount(row: Any, places: int) -> str:
+    """A client's figure of a run as every page and sheet of the run shows it (the ``shown``
+    of :func:`tenantcost.service.page_data.figures`: the run's one rounding)."""
+    shown = row["shown"] if isinstance(row, pd.Series | dict) else row.shown
+    if shown is None or pd.isna(shown):
+        amount = row["amount"] if isinstance(row, pd.Series | dict) else row.amount
+        return format_amount(int(amount), places)
+    return format_units(int(shown), places)
 
 
 def when(value: Any) -> str:
@@ -97,7 +109,7 @@ def search_view(
                     client,
                     client_href(client),
                     str(f["month"]),
-                    format_amount(int(f["amount"]), places),
+                    shown_amount(f, places),
                     str(f["currency"]),
                     str(f["status"]),
                     names.get(client),
@@ -210,7 +222,7 @@ def client_view(
         HistoryRow(
             str(r.month),
             client_href(client, str(r.month)),
-            format_amount(int(r.amount), places),
+            shown_amount(r, _places(str(r.currency), r.smallest)),
             str(r.currency),
             str(r.status),
             _int_or_none(r.revision),
@@ -235,7 +247,7 @@ def client_view(
 
 def _figure(row: pd.Series, places: int) -> Figure:
     return Figure(
-        amount=format_amount(int(row["amount"]), places),
+        amount=shown_amount(row, places),
         currency=str(row["currency"]),
         status=str(row["status"]),
         revision=_int_or_none(row["revision"]),
@@ -260,15 +272,16 @@ def _notices(rows: pd.DataFrame, month: str, places: int) -> list[Notice]:
     if isinstance(position, int) and position > 0:
         before = rows.iloc[position - 1]
         now, then = int(row["amount"]), int(before["amount"])
+        then_text = shown_amount(before, _places(str(before["currency"]), before["smallest"]))
         change = now - then
         direction = "up" if change > 0 else "down" if change < 0 else "unchanged"
         share = f" ({format_share(change / then)})" if then and change else ""
         out.append(
             Notice(
                 f"Since {before['month']}",
-                f"{format_amount(now, places)} {currency} in {month}, {direction}"
+                f"{shown_amount(row, places)} {currency} in {month}, {direction}"
                 + (f" by {format_amount(abs(change), places)} {currency}{share}" if change else "")
-                + f" from {format_amount(then, places)} {currency} in {before['month']}. "
+                + f" from {then_text} {currency} in {before['month']}. "
                 "The sheet's lines show where the change comes from (its change notices name "
                 "rule changes).",
             )
@@ -294,7 +307,7 @@ def _history_chart(client: str, rows: pd.DataFrame) -> Markup:
         Bar(
             f"{r.month}{' (draft)' if r.status == 'draft' else ''}",
             int(r.amount) / unit,
-            f"{format_amount(int(r.amount), _places(str(r.currency), r.smallest))} {r.currency}",
+            f"{shown_amount(r, _places(str(r.currency), r.smallest))} {r.currency}",
             r.status == "draft",
         )
         for r in rows.itertuples()
@@ -409,6 +422,8 @@ class RunView:
     issued_total: str = ""
     invoice: InvoiceView | None = None
     """The invoice cascade and the repricing recorded with the run (billing data), if any."""
+    issued_as: int | None = None
+    """The latest revision a close issued the run as; ``None``: a draft."""
 
 
 @dataclass(frozen=True)
@@ -442,7 +457,7 @@ def month_view(
     run_id = (
         issued.run_id if closed and issued is not None else page_data.latest_run_id(engine, month)
     )
-    run = _run_view(engine, month, run_id, not closed, page) if run_id else None
+    run = _run_view(engine, month, run_id, page) if run_id else None
     hours = status["hours"]
     return MonthView(
         month,
@@ -475,14 +490,18 @@ def _clients_read(reason: Any, client_reason: Any) -> str | None:
     return client_reason if isinstance(client_reason, str) else RESTATED_NOTE
 
 
-def _run_view(engine: Engine, month: str, run_id: str, draft: bool, page: int) -> RunView:
+def _run_view(engine: Engine, month: str, run_id: str, page: int) -> RunView:
+    """The run's figures; a draft only if no close issued it (after a reopen, the page shows
+    the issued run until a new run, labelled with its revision)."""
     facts = page_data.run_facts(engine, run_id)
+    issued = page_data.issued_as(engine, run_id)
     run = facts.run
     currency = str(run["currency"])
     reference = int(run["reference_total"])
-    amounts = facts.cascade["amount"].astype("int64").tolist()
-    places = _places(currency, facts.smallest)
-    shown, reference_text = format_column(amounts, places)
+    run_shown = shown_figures.run_shown(engine, run_id)
+    places = run_shown.places
+    shown = [format_units(u, places) for u in run_shown.cascade]
+    reference_text = format_units(run_shown.reference, places)
     cascade = [
         CascadeRow(
             str(r.name),
@@ -507,10 +526,10 @@ def _run_view(engine: Engine, month: str, run_id: str, draft: bool, page: int) -
         if len(idle_line) and reference
         else "-"
     )
-    keyed = _keys_table(engine, run_id, month, page, places)
+    keyed = _keys_table(engine, run_id, month, page, run_shown)
     return RunView(
         run_id=run_id,
-        draft=draft,
+        draft=issued is None,
         currency=currency,
         cascade=cascade,
         waterfall_svg=_waterfall(facts.cascade, reference, shown, reference_text, currency),
@@ -533,6 +552,7 @@ def _run_view(engine: Engine, month: str, run_id: str, draft: bool, page: int) -
             {**b, "created_at": when(b["created_at"])} for b in facts.batches.to_dict("records")
         ],
         invoice=invoice_view(invoice, places),
+        issued_as=issued,
     )
 
 
@@ -568,26 +588,30 @@ class KeysTable:
     next_href: str | None
 
 
-def _keys_table(engine: Engine, run_id: str, month: str, page: int, places: int) -> KeysTable:
+def _keys_table(
+    engine: Engine, run_id: str, month: str, page: int, run: shown_figures.RunShown
+) -> KeysTable:
+    """The page's clients with their figures as every sheet of the run shows them, and each
+    key's total: the sum of all its displayed clients (:mod:`tenantcost.store.shown`)."""
     per_page = MONTH_CLIENTS_PER_PAGE
-    wide, totals, count = page_data.run_clients_page(engine, run_id, page, per_page)
+    places = run.places
+    wide, _, count = page_data.run_clients_page(engine, run_id, page, per_page)
     from tenantcost.store.catalog import names_of
 
     keys = [c for c in wide.columns if c != "client"] or ["rule"]
     names = names_of(engine, [str(c) for c in wide["client"]])  # this page's clients: one query
+    units = run.clients.reindex(index=wide["client"].astype(str), columns=keys)
     rows = [
         KeyRow(
-            str(r["client"]),
-            client_href(str(r["client"]), month),
-            [format_amount(int(r[k]), places) for k in keys],
-            name=names.get(str(r["client"])),
+            client,
+            client_href(client, month),
+            [format_units(int(u), places) if not pd.isna(u) else "-" for u in amounts],
+            name=names.get(client),
         )
-        for r in wide.to_dict("records")
+        for client, amounts in zip(units.index, units.to_numpy().tolist(), strict=True)
     ]  # one page of clients (at most 100): display only
-    key_totals = [
-        format_amount(int(totals[k].iloc[0]), places) if k in totals and len(totals) else "-"
-        for k in keys
-    ]
+    totals = run.totals()
+    key_totals = [format_units(totals[k], places) if k in totals else "-" for k in keys]
     pages = max(1, math.ceil(count / per_page))
     first = (page - 1) * per_page + 1
     shown = f", showing {first:,} to {first + len(rows) - 1:,}" if rows else ""

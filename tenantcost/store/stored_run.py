@@ -48,6 +48,7 @@ from tenantcost.store.report_figures import (
     load_pack_figures,
     load_run,
 )
+from tenantcost.store.shown import RunShown, compute_shown
 from tenantcost.tables import empty_costs
 from tenantcost.timefmt import iso_z_seconds
 from tenantcost.windows import Period
@@ -91,10 +92,23 @@ def _issued_note(
             rows["client"], rows["previous_amount"], rows["amount"], rows["difference"], strict=True
         )
     }  # fmt: skip  (three figures per client, read once per pack)
+    before = _previous_shown(connection, month, revision - 1)
     return StatementNote(
         StatementKind.RESTATED, month, str(event.run_id), revision, str(event.reason or ""),
         issued_at, incomplete, clients, str(event.client_reason or ""),
+        {str(c): int(u) for c, u in before.clients["rule"].items()} if before else {},
+        before.places if before else None,
     )  # fmt: skip
+
+
+def _previous_shown(connection: Connection, month: str, revision: int) -> RunShown | None:
+    """The displayed figures of ``revision`` as issued (its run's one rounding, frozen), which
+    a restatement quotes as what the clients were sent."""
+    e = table(MonthEvent).c
+    run_id = connection.execute(
+        select(e.run_id).where(e.month == month, e.action == "close", e.revision == revision)
+    ).scalar()
+    return compute_shown(connection, str(run_id)) if run_id is not None else None
 
 
 def _close_event(connection: Connection, month: str, revision: int | None) -> Row[Any]:
@@ -159,7 +173,9 @@ def stored_provenance(
     connection: Connection, run_id: str, stored: StoredResult, at: datetime | None
 ) -> Provenance:
     """The run's inputs as stored: its rule file and every batch it read, with their sha256,
-    then the batches of its period withdrawn before it (not read; fixed once the run is)."""
+    then the batches of its period withdrawn before it (not read; fixed once the run is).
+    Finance's pages name them in full; a client's sheet without directories
+    (:func:`tenantcost.report.provenance.client_facing`)."""
     run = connection.execute(select(table(Run)).where(table(Run).c.id == run_id)).one()
     i, b = table(RunInput).c, table(Batch).c
     batches = connection.execute(
