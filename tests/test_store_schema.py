@@ -50,7 +50,7 @@ TABLES = {"store_meta", "rule_file", "rule_version", "batch", "batch_cell", "bat
           *RUN_TABLES, *CYCLE_TABLES, *SERVICE_TABLES, *REPORT_TABLES, *WEB_TABLES,
           *CATALOG_TABLES, *WITHDRAW_TABLES, *BILLING_TABLES, *OTLP_TABLES,
           *COMPACTION_TABLES}  # fmt: skip
-HEAD = "0016"
+HEAD = "0020"  # 0020: the product token role (issue 24, phone part)
 BATCH_TABLES = {"batch", "batch_cell", "batch_file"}
 runner = CliRunner()
 
@@ -81,7 +81,7 @@ def assert_one_line_refusal(result, *fragments: str) -> str:
 def test_the_migrations_form_one_chain_ending_at_head():
     assert known_revisions() == {"0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008",
                                  "0009", "0010", "0011", "0012", "0013", "0014",
-                                 "0015", "0016"}  # fmt: skip
+                                 "0015", "0016", "0020"}  # fmt: skip
     assert head_revision() == HEAD
 
 
@@ -289,6 +289,27 @@ def test_0011_keeps_the_batches_and_admits_withdrawn(store_url: str):
     with Session(engine) as session:
         kept = sorted((b.uid[0], b.status) for b in session.exec(select(Batch)))
     assert kept == [("e", "committed"), ("f", "aborted")]
+    engine.dispose()
+
+
+def test_0020_admits_product_tokens_and_still_refuses_unknown_roles(store_url: str):
+    """0020 rebuilds ``token`` on SQLite (its role CHECK gains ``product``): existing tokens
+    survive, a product token is stored, a made-up role is still refused."""
+    from tenantcost.service.tokens import create_token
+
+    engine = engine_for(store_url, migrating=True)
+    upgrade(engine)
+    downgrade(engine, "0016")
+    create_token(engine, "finance", name="before", actor="t")
+    upgrade(engine)
+    create_token(engine, "product", name="pricing", actor="t")
+    with pytest.raises(IntegrityError), engine.begin() as connection:  # past check_role
+        connection.execute(text("INSERT INTO token (name, role, clients, hash, created_at, "
+                                "created_by) VALUES ('x', 'auditor', '[]', 'h', "
+                                "CURRENT_TIMESTAMP, 't')"))  # fmt: skip
+    with engine.connect() as connection:
+        roles = dict(connection.execute(text("SELECT name, role FROM token")).all())
+    assert roles == {"before": "finance", "pricing": "product"}
     engine.dispose()
 
 

@@ -594,7 +594,7 @@ class Statement(StoreModel, table=True):
     client_reason: str | None = Field(default=None, sa_type=Text)
 
 
-TOKEN_ROLES = ("admin", "finance", "account-manager", "ingest")
+TOKEN_ROLES = ("admin", "finance", "account-manager", "product", "ingest")
 """The service's roles (:class:`tenantcost.service.permissions.Role`)."""
 
 
