@@ -70,9 +70,10 @@ PAGES = [
     Page("/months/2026-11", CLUSTER, charts=1),  # the cascade's waterfall
     Page("/months/2026-10", CLUSTER, charts=1),
     Page("/clients/no-such-client", EVERYONE, status=404),
+    Page("/months/2026-11", frozenset({MANAGER}), status=403),  # the "Not allowed" page
 ]
-"""Every service page, by role (``/docs`` is the same for everyone: its own test). Add ``Page("/pricing?month=2026-11&by=plan", CLUSTER,
-charts=N)`` and the like here as parts land."""
+"""Every service page, by role (``/docs``, the same for everyone, has its own test). Add
+``Page("/pricing?month=2026-11&by=plan", CLUSTER, charts=N)`` and the like as parts land."""
 
 SVG_TEXT_PX = """() => [...document.querySelectorAll('svg text')]
   .filter(t => t.getClientRects().length > 0)
@@ -176,7 +177,10 @@ def _open(page, url: str, want: Page, role: str, width: int) -> bool:
 def test_every_page_fits_both_widths_with_readable_charts(browser, demo: Demo, role: str):
     context = browser.new_context(viewport={"width": WIDTHS[0], "height": 900})
     page = context.new_page()
-    page.goto(demo.url + "/login")
+    for width in WIDTHS:  # the login form too
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(demo.url + "/login")
+        _measure(page, f"/login at {width} px")
     page.fill("#token", demo.tokens[role])
     page.keyboard.press("Enter")
     page.wait_for_url(demo.url + "/clients")

@@ -30,7 +30,8 @@ VALUE_SPACE = 3.0
 
 @dataclass(frozen=True)
 class Bar:
-    """One bar: its label, its value (any unit, for length) and the text printed next to it."""
+    """One bar: its label, its value (any unit, for length) and the text printed at the right
+    end of its row."""
 
     label: str
     value: float
