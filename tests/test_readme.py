@@ -28,9 +28,12 @@ def test_readme_shows_two_setup_commands():
     setup = README.split("## Set-up: two commands", 1)[1].split("\n## ", 1)[0]
     commands = re.findall(r"```sh\n(.*?)\n```", setup, flags=re.S)
     assert commands == [
-        "pip install -e . && tenantcost allocate --config examples/saas-three-clients/rules.yaml",
+        "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && "
+        "tenantcost allocate --config examples/saas-three-clients/rules.yaml",
         "bash scripts/test.sh",
     ]
+    steps = commands[0].split(" && ")  # a venv first: Debian's Python refuses a global pip
+    assert steps[:3] == ["python3 -m venv .venv", ". .venv/bin/activate", "pip install -e ."]
     ci = (ROOT / ".ci" / "run").read_text()
     assert "scripts/test.sh" in ci
 

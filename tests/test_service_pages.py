@@ -436,8 +436,10 @@ def test_serve_demo_comes_up_within_a_minute_with_working_tokens(tmp_path: Path)
     )  # fmt: skip
     try:
         assert process.stdout is not None
-        lines = [process.stdout.readline() for _ in range(5)]
-        tokens = dict(re.findall(r"^\s+(admin|account-manager) token.*?(tc_\S+)$",
+        lines = [process.stdout.readline()]
+        while lines[-1] and not lines[-1].lstrip().startswith("store"):  # the last line
+            lines.append(process.stdout.readline())
+        tokens = dict(re.findall(r"^\s+(admin|finance|product|account-manager) token.*?(tc_\S+)$",
                                  "".join(lines), flags=re.M))  # fmt: skip
         store = re.search(r"sqlite:///(\S+)/tenantcost\.db", "".join(lines))
         assert f"http://127.0.0.1:{port}/" in "".join(lines) and store, lines
@@ -457,7 +459,7 @@ def test_serve_demo_comes_up_within_a_minute_with_working_tokens(tmp_path: Path)
         assert client.get("/clients/client-b").status_code == 404
         admin = httpx.get(f"http://127.0.0.1:{port}/api/v1/tokens",
                           headers={"Authorization": f"Bearer {tokens['admin']}"})  # fmt: skip
-        assert admin.status_code == 200 and len(admin.json()) == 2
+        assert admin.status_code == 200 and len(admin.json()) == 4 == len(tokens)
     finally:
         process.terminate()
         process.wait(timeout=30)

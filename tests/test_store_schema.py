@@ -302,6 +302,28 @@ def test_0011_keeps_the_batches_and_admits_withdrawn(store_url: str):
     engine.dispose()
 
 
+def test_0020_admits_product_tokens_and_still_refuses_unknown_roles(store_url: str):
+    """0020 rebuilds ``token`` on SQLite (its role CHECK gains ``product``): existing tokens
+    survive, a product token is stored, a made-up role is still refused."""
+    from tenantcost.service.tokens import create_token
+
+    engine = engine_for(store_url, migrating=True)
+    upgrade(engine)
+    downgrade(engine, "0018")
+    create_token(engine, "finance", name="before", actor="t")
+    upgrade(engine)
+    create_token(engine, "product", name="pricing", actor="t")
+    with pytest.raises(IntegrityError), engine.begin() as connection:  # past check_role
+        connection.execute(text("INSERT INTO token (name, role, clients, hash, created_at, "
+                                "created_by) VALUES ('x', 'auditor', '[]', 'h', "
+                                "CURRENT_TIMESTAMP, 't')"))  # fmt: skip
+    with engine.connect() as connection:
+        roles = dict(connection.execute(text("SELECT name, role FROM token")).all())
+    assert roles == {"before": "finance", "pricing": "product"}
+    engine.dispose()
+
+
+
 def test_sqlite_store_uses_wal_busy_timeout_and_foreign_keys(tmp_path: Path):
     url = f"sqlite:///{tmp_path / 's.db'}"
     assert cli("db", "upgrade", "--db", url).exit_code == 0

@@ -4,6 +4,13 @@ Every bar carries its label and its value as text, so a chart reads without colo
 markup renders in a browser and in WeasyPrint's PDF. Each chart has a ``<title>`` and a
 ``<desc>`` (``role="img"``, ``aria-labelledby``) for screen readers; the tables next to the
 charts hold the same figures.
+
+Why no ``viewBox``: a chart drawn in a fixed coordinate space is scaled to its box, text
+included, so on a 390 px phone an 11 px label of a 680-unit chart shrank to 5 px. These bar
+charts are laid out in the box's own pixels instead: the SVG is ``width="100%"`` of its
+container with a fixed pixel height, bars are placed in percentages of that width, and
+every text is 11 px at any width. Each row is a line of text (the label on the left, the
+value right-aligned) above its bar, so nothing needs a label column wider than a phone.
 """
 
 from __future__ import annotations
@@ -12,16 +19,19 @@ from dataclasses import dataclass
 from html import escape
 
 WIDTH = 680
-LABEL_W = 230
-VALUE_W = 120
-ROW_H = 26
-BAR_H = 16
-TOP = 8
+"""The drawing width of the charts that still use a ``viewBox`` (unit economics)."""
+ROW_H = 36
+TEXT_H = 14
+BAR_H = 12
+TOP = 6
+VALUE_SPACE = 3.0
+"""Percent of the width kept free right of the longest bar, so its end stays visible."""
 
 
 @dataclass(frozen=True)
 class Bar:
-    """One bar: its label, its value (any unit, for length) and the text printed next to it."""
+    """One bar: its label, its value (any unit, for length) and the text printed at the right
+    end of its row."""
 
     label: str
     value: float
@@ -45,13 +55,15 @@ def _short(label: str, limit: int = 34) -> str:
 
 
 FILL = {"bar": "#4a78a8", "bar emphasis": "#1d3557", "bar total": "#555555"}
-FONT = 'font-family="Liberation Sans, DejaVu Sans, Arial, sans-serif" font-size="11"'
+FONT_SIZE = 11
+"""Every chart text, in CSS pixels: the floor for readable chart text on a phone."""
+FONT = f'font-family="Liberation Sans, DejaVu Sans, Arial, sans-serif" font-size="{FONT_SIZE}"'
 
 
 def _open(height: int, title: str, desc: str, chart_id: str) -> list[str]:
     return [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" '
-        f'viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" '
+        f'width="100%" height="{height}" '
         f'aria-labelledby="{chart_id}-t {chart_id}-d" {FONT} fill="#1a1a1a">',
         f'<title id="{chart_id}-t">{escape(title)}</title>',
         f'<desc id="{chart_id}-d">{escape(desc)}</desc>',
@@ -59,80 +71,79 @@ def _open(height: int, title: str, desc: str, chart_id: str) -> list[str]:
 
 
 def _scale(low: float, high: float) -> tuple[float, float]:
-    """(x of zero, pixels per unit) for values between low and high."""
+    """(x of zero, percent of the width per unit) for values between low and high."""
     low, high = min(low, 0.0), max(high, 0.0)
     span = high - low or 1.0
-    width = WIDTH - LABEL_W - VALUE_W
-    per = width / span
-    return LABEL_W + (-low) * per, per
+    per = (100.0 - VALUE_SPACE) / span
+    return (-low) * per, per
 
 
-def _row(y: int, label: str) -> list[str]:
+def _row(top: int, label: str, value: str) -> list[str]:
+    """The text line of a row: the label at the left, the value at the right edge."""
+    y = top + TEXT_H - 3
     return [
-        f'<text class="label" x="{LABEL_W - 8}" y="{y + BAR_H - 3}" text-anchor="end">'
-        f"<title>{escape(label)}</title>{escape(_short(label))}</text>"
+        f'<text class="label" x="0" y="{y}"><title>{escape(label)}</title>'
+        f"{escape(_short(label))}</text>",
+        f'<text class="value" x="100%" y="{y}" text-anchor="end">{escape(value)}</text>',
     ]
+
+
+def _bar(cls: str, x0: float, x1: float, y: int) -> str:
+    return (
+        f'<rect class="{cls}" x="{x0:.2f}%" y="{y}" width="{max(x1 - x0, 0.2):.2f}%" '
+        f'height="{BAR_H}" fill="{FILL[cls]}"/>'
+    )
+
+
+def _axis(zero: float, height: int) -> str:
+    return (
+        f'<line class="axis" x1="{zero:.2f}%" y1="{TOP + TEXT_H}" x2="{zero:.2f}%" '
+        f'y2="{height - TOP}" stroke="#333333"/>'
+    )
+
+
+def _height(rows: int) -> int:
+    return TOP * 2 + ROW_H * max(rows, 1)
 
 
 def bar_chart(chart_id: str, title: str, desc: str, bars: list[Bar]) -> str:
     """Horizontal bars with a zero line; emphasised bars are darker and say so in their label."""
-    height = TOP * 2 + ROW_H * max(len(bars), 1)
+    height = _height(len(bars))
     zero, per = _scale(
         min((b.value for b in bars), default=0.0), max((b.value for b in bars), default=0.0)
     )
     out = _open(height, title, desc, chart_id)
     for i, bar in enumerate(bars):
-        y = TOP + i * ROW_H + (ROW_H - BAR_H) // 2
+        top = TOP + i * ROW_H
         x0, x1 = sorted((zero, zero + bar.value * per))
-        cls = "bar emphasis" if bar.emphasis else "bar"
-        out += _row(y, bar.label)
-        out.append(
-            f'<rect class="{cls}" x="{x0:.1f}" y="{y}" width="{max(x1 - x0, 1.0):.1f}" '
-            f'height="{BAR_H}" fill="{FILL[cls]}"/>'
-        )
-        out.append(
-            f'<text class="value" x="{max(x1, zero) + 6:.1f}" y="{y + BAR_H - 3}">'
-            f"{escape(bar.text)}</text>"
-        )
-    out.append(
-        f'<line class="axis" x1="{zero:.1f}" y1="{TOP - 4}" x2="{zero:.1f}" '
-        f'y2="{height - TOP + 4}" stroke="#333333"/>'
-    )
+        out += _row(top, bar.label, bar.text)
+        out.append(_bar("bar emphasis" if bar.emphasis else "bar", x0, x1, top + TEXT_H + 2))
+    out.append(_axis(zero, height))
     out.append("</svg>")
     return "\n".join(out)
 
 
 def waterfall(chart_id: str, title: str, desc: str, steps: list[Step]) -> str:
     """A horizontal waterfall: each step floats from the running total; totals start at zero."""
-    height = TOP * 2 + ROW_H * max(len(steps), 1)
+    height = _height(len(steps))
     values = [v for s in steps for v in (s.start, s.end)]
     zero, per = _scale(min(values, default=0.0), max(values, default=0.0))
     out = _open(height, title, desc, chart_id)
     previous_end: float | None = None
     for i, step in enumerate(steps):
-        y = TOP + i * ROW_H + (ROW_H - BAR_H) // 2
+        top = TOP + i * ROW_H
+        y = top + TEXT_H + 2
         a, b = (0.0, step.end) if step.total else (step.start, step.end)
         x0, x1 = sorted((zero + a * per, zero + b * per))
-        cls = "bar total" if step.total else "bar"
-        out += _row(y, step.label)
+        out += _row(top, step.label, step.text)
         if previous_end is not None:
             xc = zero + previous_end * per
             out.append(
-                f'<line class="connector" x1="{xc:.1f}" y1="{y - (ROW_H - BAR_H):.1f}" '
-                f'x2="{xc:.1f}" y2="{y}" stroke="#777777" stroke-dasharray="2 2"/>'
+                f'<line class="connector" x1="{xc:.2f}%" y1="{y - ROW_H + BAR_H}" '
+                f'x2="{xc:.2f}%" y2="{y}" stroke="#777777" stroke-dasharray="2 2"/>'
             )
-        out.append(
-            f'<rect class="{cls}" x="{x0:.1f}" y="{y}" width="{max(x1 - x0, 1.0):.1f}" '
-            f'height="{BAR_H}" fill="{FILL[cls]}"/>'
-        )
-        out.append(
-            f'<text class="value" x="{max(x1, zero) + 6:.1f}" y="{y + BAR_H - 3}">'
-            f"{escape(step.text)}</text>"
-        )
+        out.append(_bar("bar total" if step.total else "bar", x0, x1, y))
         previous_end = step.end
-    out.append(
-        f'<line class="axis" x1="{zero:.1f}" y1="{TOP - 4}" x2="{zero:.1f}" '
-        f'y2="{height - TOP + 4}" stroke="#333333"/>'
-    )
+    out.append(_axis(zero, height))
     out.append("</svg>")
     return "\n".join(out)

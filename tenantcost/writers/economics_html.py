@@ -140,7 +140,7 @@ def scatter(economics: Economics, chart_id: str = "margin-revenue") -> str:
         + _fmt(py[labelled] - 4)
         + '" text-anchor="'
         + np.where(right, "end", "start")
-        + '" font-size="9">'
+        + '">'
         + names[labelled]
         + "</text>"
     )
