@@ -42,6 +42,11 @@ def _places(currency: str, smallest: Any) -> int:
     return auto_places(currency, [] if smallest is None or pd.isna(smallest) else [int(smallest)])
 
 
+def figure_places(row: pd.Series) -> int:
+    """The decimals a month's figure row is shown at (its run's sheets')."""
+    return _places(str(row["currency"]), row["smallest"])
+
+
 def when(value: Any) -> str:
     """A stored instant as people read it: ``2026-11-30 17:29:19 UTC``."""
     if value is None or (not isinstance(value, str) and pd.isna(value)):

@@ -304,7 +304,23 @@ def client_page(
         raise not_found()
     rows = rows.assign(**_shown_text(engine, access.principal, access.client, rows))
     view = page_views.client_view(access.client, rows, month, scope.drafts)
-    return render(request, "service/client.html", section="clients", view=view)
+    bridge = _bridge(request, access, rows, view.month)
+    return render(request, "service/client.html", section="clients", view=view, bridge=bridge)
+
+
+def _bridge(request: Request, access: ClientAccess, rows: Any, month: str) -> Any:
+    """The month's bridge against the previous month's latest issued revision, at the
+    decimals of the page's figure (:mod:`tenantcost.service.bridge_view`)."""
+    from tenantcost.service.bridge_view import bridge_view
+    from tenantcost.service.page_views import figure_places
+
+    row = rows[rows["month"] == month].iloc[0]
+    store = request.app.state.store
+    data = store.data if store is not None else None
+    places = figure_places(row)
+    engine = request.app.state.engine
+    return bridge_view(engine, access.principal, access.client, month, str(row["run_id"]),
+                       places, data)  # fmt: skip
 
 
 def _shown_text(engine: Any, principal: Principal, client: str, rows: Any) -> dict[str, list[Any]]:

@@ -7,7 +7,8 @@ change, so each process keeps:
 
 * the last :data:`PACKS_KEPT` month packs (every client of a run, and the views their sheets
   share): loading one is seconds for 10,000 clients, a sheet from it milliseconds; a draft's
-  pack is keyed by the month's latest issued revision too, which its sheet names;
+  pack is keyed by the month's latest issued revision too, which its sheet names; every pack
+  and sheet by the previous month's latest issued run, which its bridge compares with;
 * the last :data:`CACHE_SIZE` rendered issued sheets (a PDF takes about a second).
 """
 
@@ -47,7 +48,7 @@ def render_sheet(
     engine: Engine, source: MonthSource, client: str, fmt: str, data: DataDir | None = None
 ) -> Response:
     """The sheet of ``client`` from the run ``source`` names, as an HTTP response."""
-    key = (f"{source.run_id}/{source.revision}", client, fmt)
+    key = (f"{source.run_id}/{source.revision}{_compared(engine, source)}", client, fmt)
     body = _cached(key) if source.status is not FigureStatus.DRAFT else None
     if body is None:
         body = _render(engine, source, client, fmt, data)
@@ -89,13 +90,23 @@ class _Loaded:
     views: Any
 
 
+def _compared(engine: Engine, source: MonthSource) -> str:
+    """The previous month's latest issued run: the sheet's bridge compares with it, so a
+    restated previous month is another sheet (one indexed query)."""
+    from tenantcost.store.month_bridge import previous_issued
+
+    previous = previous_issued(engine, source.month)
+    return "" if previous is None else f"/vs {previous.run_id}"
+
+
 def _pack_key(engine: Engine, source: MonthSource) -> str:
     if source.status is not FigureStatus.DRAFT:
-        return f"{source.run_id}/revision {source.revision}"
+        return f"{source.run_id}/revision {source.revision}{_compared(engine, source)}"
     from tenantcost.store.cycle import issued_revision
 
     # A draft's sheet names the month's latest issued revision: part of what it shows.
-    return f"{source.run_id}/draft after {issued_revision(engine, source.month)}"
+    after = issued_revision(engine, source.month)
+    return f"{source.run_id}/draft after {after}{_compared(engine, source)}"
 
 
 def _loaded(engine: Engine, source: MonthSource, data: DataDir | None) -> _Loaded:
