@@ -18,7 +18,6 @@ import tempfile
 from pathlib import Path
 
 import httpx
-import pytest
 from sqlalchemy import func, select
 from typer.testing import CliRunner
 

@@ -43,14 +43,15 @@ WITHDRAW_TABLES = {"batch_withdrawal"}
 BILLING_TABLES = {"billing_cell"}
 OTLP_TABLES = {"otlp_series"}
 COMPACTION_TABLES = {"usage_compaction"}
+BRIDGE_TABLES = {"month_bridge", "month_bridge_client", "month_bridge_part"}
 LATER = (REPORT_TABLES | SERVICE_TABLES | WEB_TABLES | CATALOG_TABLES | WITHDRAW_TABLES
-         | BILLING_TABLES | OTLP_TABLES | COMPACTION_TABLES)
+         | BILLING_TABLES | OTLP_TABLES | COMPACTION_TABLES | BRIDGE_TABLES)
 """The tables after 0005 (cycle), dropped by the first downgrade steps."""
 TABLES = {"store_meta", "rule_file", "rule_version", "batch", "batch_cell", "batch_file",
           *RUN_TABLES, *CYCLE_TABLES, *SERVICE_TABLES, *REPORT_TABLES, *WEB_TABLES,
           *CATALOG_TABLES, *WITHDRAW_TABLES, *BILLING_TABLES, *OTLP_TABLES,
-          *COMPACTION_TABLES}  # fmt: skip
-HEAD = "0016"
+          *COMPACTION_TABLES, *BRIDGE_TABLES}  # fmt: skip
+HEAD = "0017"
 BATCH_TABLES = {"batch", "batch_cell", "batch_file"}
 runner = CliRunner()
 
@@ -81,7 +82,7 @@ def assert_one_line_refusal(result, *fragments: str) -> str:
 def test_the_migrations_form_one_chain_ending_at_head():
     assert known_revisions() == {"0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008",
                                  "0009", "0010", "0011", "0012", "0013", "0014",
-                                 "0015", "0016"}  # fmt: skip
+                                 "0015", "0016", "0017"}  # fmt: skip
     assert head_revision() == HEAD
 
 
@@ -101,12 +102,17 @@ def test_upgrade_from_empty_then_down_to_base_and_up_again(store_url: str):
     assert "ix_idempotency_key_key" in key_index
     batch_file_indexes = {i["name"] for i in inspect(engine).get_indexes("batch_file")}
     assert "ix_batch_file_day_batch_id" in batch_file_indexes
+    part_indexes = {i["name"] for i in inspect(engine).get_indexes("month_bridge_part")}
+    assert "ix_month_bridge_part_bridge_id_client" in part_indexes
+    downgrade(engine, "0016")
+    assert current_revision(engine) == "0016" and tables(engine) == TABLES - BRIDGE_TABLES
     downgrade(engine, "0015")
-    assert current_revision(engine) == "0015" and tables(engine) == TABLES - COMPACTION_TABLES
+    at_0015 = TABLES - BRIDGE_TABLES - COMPACTION_TABLES
+    assert current_revision(engine) == "0015" and tables(engine) == at_0015
     batch_file_indexes = {i["name"] for i in inspect(engine).get_indexes("batch_file")}
     assert "ix_batch_file_day_batch_id" not in batch_file_indexes
     downgrade(engine, "0014")
-    at_0014 = TABLES - COMPACTION_TABLES - OTLP_TABLES
+    at_0014 = at_0015 - OTLP_TABLES
     assert current_revision(engine) == "0014" and tables(engine) == at_0014
     downgrade(engine, "0013")
     at_0013 = at_0014

@@ -335,7 +335,9 @@ def bridges_between(
     )
     try:
         if restate is None:
-            comparison = Comparison(month_figures(earlier, labels[0]), month_figures(base, labels[1]))
+            comparison = Comparison(
+                month_figures(earlier, labels[0]), month_figures(base, labels[1])
+            )
         else:
             comparison = compare_months(earlier, base, labels, ruleset, restate)
     except InputError:

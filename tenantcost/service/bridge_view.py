@@ -112,9 +112,9 @@ def _currency(engine: Engine, run_id: str) -> str:
 
     from tenantcost.store.models import Run, table
 
+    query = select(table(Run).c.currency).where(table(Run).c.id == run_id)
     with engine.connect() as connection:
-        return str(connection.execute(
-            select(table(Run).c.currency).where(table(Run).c.id == run_id)).scalar_one())  # fmt: skip
+        return str(connection.execute(query).scalar_one())
 
 
 def _one_client(found: ClientBridge, client: str, month: str, currency: str) -> PackBridges:
@@ -189,4 +189,3 @@ def bridge_chart(title: str, rows: list[BridgeRow], currency: str) -> Markup:
 
 
 __all__ = ["BridgeRow", "BridgeView", "bridge_chart", "bridge_document", "bridge_view"]
-

@@ -32,7 +32,6 @@ from sqlalchemy import Connection, Engine, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from tenantcost.bridge import Restate, signed_amounts
-from tenantcost.errors import InputError
 from tenantcost.report.changes import PackBridges, bridges_between, client_spans, quiet_allocate
 from tenantcost.result import AllocationResult
 from tenantcost.store.cycle import connected, latest_issued
@@ -187,8 +186,10 @@ def _write(
         "previous_amount": amounts["early"].astype("int64"),
         "amount": amounts["late"].astype("int64"),
     })  # fmt: skip
-    parts = pb.parts[PART_FIELDS].astype({"amount": "int64"}).assign(
-        bridge_id=bridge_id, position=range(len(pb.parts))
+    parts = (
+        pb.parts[PART_FIELDS]
+        .astype({"amount": "int64"})
+        .assign(bridge_id=bridge_id, position=range(len(pb.parts)))
     )
     for model, frame in ((MonthBridgeClient, clients), (MonthBridgePart, parts)):
         if not frame.empty:
@@ -203,7 +204,8 @@ def _parts(connection: Connection, bridge_id: int, client: str | None) -> pd.Dat
         query = query.where(p.client == client)
     rows = connection.execute(query.order_by(p.position)).all()
     frame = pd.DataFrame([tuple(r) for r in rows], columns=PART_FIELDS)
-    return frame.astype({"amount": "int64", **dict.fromkeys(PART_FIELDS[:4] + ["reason"], str)})
+    texts = dict.fromkeys(["client", "effect", "source", "key", "reason"], str)
+    return frame.astype({"amount": "int64", **texts})
 
 
 def _amounts(connection: Connection, bridge_id: int, client: str | None) -> pd.DataFrame:

@@ -44,8 +44,8 @@ from tenantcost.split import connect
 from tenantcost.store.batches import withdrawn_before
 from tenantcost.store.cycle import issued_revision, statements
 from tenantcost.store.data import DataDir, Store
-from tenantcost.store.month_bridge import month_bridges
 from tenantcost.store.models import Batch, MonthEvent, Run, RunInput, table
+from tenantcost.store.month_bridge import month_bridges
 from tenantcost.store.report_figures import (
     StoredResult,
     compute_pack_figures,
