@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 import httpx
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 from typer.testing import CliRunner
 
 from tenantcost.cli import app
@@ -26,7 +26,13 @@ from tenantcost.service.tokens import create_token
 from tenantcost.store.cycle import latest_issued
 from tenantcost.store.data import DataDir
 from tenantcost.store.engine import open_engine
-from tenantcost.store.models import MonthBridge, Statement, table
+from tenantcost.store.models import (
+    MonthBridge,
+    MonthBridgeClient,
+    MonthBridgePart,
+    Statement,
+    table,
+)
 from tenantcost.store.month_bridge import client_bridge, month_bridges, previous_issued
 from tenantcost.store.settings import resolve_settings
 
@@ -98,6 +104,18 @@ def bridge_rows(engine) -> int:
         return int(conn.execute(select(func.count()).select_from(table(MonthBridge))).scalar())
 
 
+def records(parts) -> list[tuple]:
+    return [
+        (str(e), str(s), str(k), int(a), str(r)) for e, s, k, a, r in parts.itertuples(index=False)
+    ]
+
+
+def clear_cache(engine) -> None:
+    with engine.begin() as conn:
+        for model in (MonthBridgePart, MonthBridgeClient, MonthBridge):
+            conn.execute(delete(table(model)))
+
+
 def test_the_bridge_is_explains_cached_per_pair_and_follows_a_restatement(
     store_url: str, tmp_path: Path
 ):
@@ -107,6 +125,10 @@ def test_the_bridge_is_explains_cached_per_pair_and_follows_a_restatement(
     october = run_of(engine, "2026-10")
     assert previous_issued(engine, "2026-09") is None  # 2026-08 was never closed
     assert month_bridges(engine, "2026-09", run_of(engine, "2026-09"), "USD") is None
+    assert bridge_rows(engine) == 1  # `close --month 2026-10` cached its pair
+    clear_cache(engine)
+    alone = {c: client_bridge(engine, "2026-10", october, c) for c in ("acme", "bravo")}
+    assert bridge_rows(engine) == 0  # a client's own bridge, from its own lines only
     pb = month_bridges(engine, "2026-10", october, "USD", DataDir(data))
     assert pb is not None and pb.vs == "2026-09" and pb.vs_revision == 1
     assert sorted(pb.amounts.index) == ["acme", "bravo"]
@@ -121,6 +143,9 @@ def test_the_bridge_is_explains_cached_per_pair_and_follows_a_restatement(
         assert (one.previous_amount, one.amount) == (doc["from_amount"], doc["to_amount"])
         assert int(one.parts["amount"].sum()) == one.difference == doc["change"]
         assert one.amount == statement_amount(engine, "2026-10", client)
+        mine = alone[client]
+        assert mine is not None and records(mine.parts) == records(one.parts)  # exactly
+        assert (mine.previous_amount, mine.amount) == (one.previous_amount, one.amount)
     assert bridge_rows(engine) == 1  # every read after the first is the cached pair
 
     before = client_bridge(engine, "2026-10", october, "acme")
@@ -134,7 +159,7 @@ def test_the_bridge_is_explains_cached_per_pair_and_follows_a_restatement(
     assert int(after.parts["amount"].sum()) == after.difference
     rate = after.parts.loc[after.parts["effect"] == "rate", "amount"].sum()
     assert rate < before.parts.loc[before.parts["effect"] == "rate", "amount"].sum()
-    assert bridge_rows(engine) == 2  # a new pair; the old one stays as it was
+    assert bridge_rows(engine) == 2  # the close cached the new pair; the old one stays
 
     out = tmp_path / "pack"
     ok("report", "--month", "2026-10", "--from-db", "--db", store_url, "--data", data,

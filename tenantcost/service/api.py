@@ -310,6 +310,9 @@ def post_close(
             allow_incomplete=bool(body and body.allow_incomplete),
             wait=settings.ingest_wait,
         )
+    from tenantcost.service.bridge_view import cache_in_background
+
+    cache_in_background(request.app.state.engine, month, _store(request).data)
     return {
         "month": closed.month,
         "revision": closed.revision,

@@ -127,6 +127,24 @@ def _one_client(found: ClientBridge, client: str, month: str, currency: str) -> 
                        {client: (0, len(parts))}, found.previous.revision)  # fmt: skip
 
 
+def cache_in_background(engine: Engine, month: str, data: DataDir | None) -> None:
+    """After a close through the service: cache the bridges its sheets will show
+    (:func:`tenantcost.store.month_bridge.cache_after_close`) in a thread, so the close
+    answers at once; a reader meanwhile gets its own client's bridge computed alone."""
+    import logging
+    import threading
+
+    from tenantcost.store.month_bridge import cache_after_close
+
+    def work() -> None:
+        try:
+            cache_after_close(engine, month, data)
+        except Exception:  # a cache: the next reader computes it; never lose the error
+            logging.getLogger("tenantcost.service").exception("caching the bridges failed")
+
+    threading.Thread(target=work, name=f"bridges-{month}", daemon=True).start()
+
+
 # --------------------------------------------------------------------------- the chart
 
 WIDTH = 340

@@ -448,6 +448,9 @@ def close_month_form(
         return _month_response(request, month, status=409, error=str(exc))
     except StoreLocked:
         return _month_response(request, month, status=503, error=LOCKED)
+    from tenantcost.service.bridge_view import cache_in_background
+
+    cache_in_background(request.app.state.engine, month, store.data)
     return RedirectResponse(f"/months/{month}?done=closed-{closed.revision}", status_code=303)
 
 

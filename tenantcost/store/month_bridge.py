@@ -24,7 +24,7 @@ differ is then ``rule`` whole, and the parts still add up exactly). ``restated``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -219,6 +219,24 @@ def _amounts(connection: Connection, bridge_id: int, client: str | None) -> pd.D
     return frame.assign(change=frame["late"] - frame["early"])
 
 
+def _one_client(
+    engine: Engine, run_id: str, previous: Previous, client: str, data: DataDir | None
+) -> PackBridges | None:
+    with engine.connect() as connection:
+        early, late = load_run(connection, previous.run_id), load_run(connection, run_id)
+    if early.result.rules != late.result.rules:
+        bridge_id = ensure_bridge(engine, run_id, previous, data)
+        if bridge_id is None:
+            return compute_bridge(engine, run_id, previous, data)[0]
+        return month_bridges(engine, late.month, run_id, late.result.currency, data)
+
+    def own(result: AllocationResult) -> AllocationResult:
+        return replace(result, lines=result.lines.loc[result.lines["client"] == client])
+
+    return bridges_between(own(early.result), own(late.result), late.ruleset, None,
+                           previous.revision)  # fmt: skip
+
+
 def month_bridges(
     engine: Engine, month: str, run_id: str, currency: str, data: DataDir | None = None
 ) -> PackBridges | None:
@@ -244,13 +262,17 @@ def client_bridge(
     engine: Engine, month: str, run_id: str, client: str, data: DataDir | None = None
 ) -> ClientBridge | None:
     """``client``'s bridge of ``run_id`` against the previous month's latest issued revision
-    (two indexed queries once cached); ``None`` without one."""
+    (two indexed queries once cached); ``None`` without one. Not cached yet: the client's own
+    bridge from its own lines (a bridge needs nothing else, so it equals its row of the
+    month's), in milliseconds, unless a rule change needs the months restated: then the
+    whole month's, cached."""
     previous = previous_issued(engine, month)
     if previous is None:
         return None
-    bridge_id = ensure_bridge(engine, run_id, previous, data)
+    with engine.connect() as connection:
+        bridge_id = _bridge_id(connection, run_id, previous)
     if bridge_id is None:
-        pb = compute_bridge(engine, run_id, previous, data)[0]
+        pb = _one_client(engine, run_id, previous, client, data)
         if pb is None or client not in pb.amounts.index:
             return None
         row, parts = pb.amounts.loc[client], pb.client_parts(client)
@@ -266,9 +288,30 @@ def client_bridge(
     return ClientBridge(previous, early, late, shown)
 
 
+def next_month(month: str) -> str:
+    """``2026-09`` → ``2026-10``."""
+    return (pd.Period(month, freq="M") + 1).strftime("%Y-%m")
+
+
+def cache_after_close(engine: Engine, month: str, data: DataDir | None = None) -> int:
+    """Compute and cache, once, the bridges a close of ``month`` makes readable: its issued
+    run against the previous month, and the next month's issued run against this new
+    revision (a restatement). Slow on 10,000 clients (the exact fractions of the engine),
+    so ``close`` does it rather than the first reader of a sheet; returns how many pairs
+    were there to cache."""
+    pairs = 0
+    for later in (month, next_month(month)):
+        issued, previous = latest_issued(engine, later), previous_issued(engine, later)
+        if issued is not None and previous is not None:
+            ensure_bridge(engine, issued.run_id, previous, data)
+            pairs += 1
+    return pairs
+
+
 __all__ = [
     "ClientBridge",
     "Previous",
+    "cache_after_close",
     "client_bridge",
     "compute_bridge",
     "ensure_bridge",
