@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 import httpx
+import pytest
 from sqlalchemy import delete, func, select
 from typer.testing import CliRunner
 
@@ -261,3 +262,40 @@ def test_the_service_shows_the_bridge_and_follows_a_restatement(store_url: str, 
             assert "Compared with 2026-09, revision 2." in page
             md = finance.get("/api/v1/clients/acme/months/2026-10/sheet.md").text
             assert "Compared with 2026-09, revision 2." in md  # the cached sheet followed
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_bridge_section_fits_the_screen_in_chromium(browser, width: int, tmp_path: Path):
+    """Real Chromium: the client page with its bridge is no wider than the screen, and the
+    chart's text renders at 11 px or more (its 12 px scaled to the width it is drawn at)."""
+    data = str(tmp_path / "data")
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    two_months(url, data)
+    engine = engine_for(url, data)
+    token = create_token(engine, "account-manager", clients=["acme"], name="t-acme",
+                         actor="tests")[0]  # fmt: skip
+    engine.dispose()
+    with service_server.running_service(url, data, tmp_path / "serve.log") as service:
+        context = browser.new_context(viewport={"width": width, "height": 800})
+        page = context.new_page()
+        page.goto(service.url + "/login")
+        page.fill("#token", token)
+        page.keyboard.press("Enter")
+        page.wait_for_url(service.url + "/clients")
+        page.goto(service.url + "/clients/acme?month=2026-10")
+        assert page.locator("#bridge-compared").inner_text() == (
+            "Compared with 2026-09, revision 1."
+        )
+        assert page.locator("#bridge-table tbody tr").count() >= 3
+        wide = page.evaluate("document.documentElement.scrollWidth")
+        assert wide <= page.evaluate("innerWidth"), f"{wide} px wide at {width}"
+        drawn = page.evaluate(
+            "(() => { const s = document.querySelector('svg.bridge-chart');"
+            " return s.getBoundingClientRect().width / s.viewBox.baseVal.width; })()"
+        )
+        sizes = page.evaluate(
+            "[...document.querySelectorAll('svg.bridge-chart text')]"
+            ".map(t => parseFloat(getComputedStyle(t).fontSize))"
+        )
+        assert sizes and min(sizes) * drawn >= 11, (sizes, drawn)
+        context.close()
