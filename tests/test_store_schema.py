@@ -44,13 +44,14 @@ BILLING_TABLES = {"billing_cell"}
 OTLP_TABLES = {"otlp_series"}
 COMPACTION_TABLES = {"usage_compaction"}
 SHEET_TABLES = {"sheet_render", "sheet_render_job"}
+BRIDGE_TABLES = {"month_bridge", "month_bridge_client", "month_bridge_part"}
 LATER = (REPORT_TABLES | SERVICE_TABLES | WEB_TABLES | CATALOG_TABLES | WITHDRAW_TABLES
-         | BILLING_TABLES | OTLP_TABLES | COMPACTION_TABLES | SHEET_TABLES)
+         | BILLING_TABLES | OTLP_TABLES | COMPACTION_TABLES | BRIDGE_TABLES | SHEET_TABLES)
 """The tables after 0005 (cycle), dropped by the first downgrade steps."""
 TABLES = {"store_meta", "rule_file", "rule_version", "batch", "batch_cell", "batch_file",
           *RUN_TABLES, *CYCLE_TABLES, *SERVICE_TABLES, *REPORT_TABLES, *WEB_TABLES,
           *CATALOG_TABLES, *WITHDRAW_TABLES, *BILLING_TABLES, *OTLP_TABLES,
-          *COMPACTION_TABLES, *SHEET_TABLES}  # fmt: skip
+          *COMPACTION_TABLES, *BRIDGE_TABLES, *SHEET_TABLES}  # fmt: skip
 HEAD = "0020"
 BATCH_TABLES = {"batch", "batch_cell", "batch_file"}
 runner = CliRunner()
@@ -82,7 +83,7 @@ def assert_one_line_refusal(result, *fragments: str) -> str:
 def test_the_migrations_form_one_chain_ending_at_head():
     assert known_revisions() == {"0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008",
                                  "0009", "0010", "0011", "0012", "0013", "0014",
-                                 "0015", "0016", "0018", "0020"}  # fmt: skip
+                                 "0015", "0016", "0017", "0018", "0020"}  # fmt: skip
     assert head_revision() == HEAD
 
 
@@ -104,14 +105,19 @@ def test_upgrade_from_empty_then_down_to_base_and_up_again(store_url: str):
     assert "ix_batch_file_day_batch_id" in batch_file_indexes
     token_checks = inspect(engine).get_check_constraints("token")
     assert any("product" in c["sqltext"] for c in token_checks)
+    part_indexes = {i["name"] for i in inspect(engine).get_indexes("month_bridge_part")}
+    assert "ix_month_bridge_part_bridge_id_client" in part_indexes
     downgrade(engine, "0018")
     assert current_revision(engine) == "0018" and tables(engine) == TABLES
     token_checks = inspect(engine).get_check_constraints("token")
     assert token_checks and not any("product" in c["sqltext"] for c in token_checks)
+    downgrade(engine, "0017")
+    assert current_revision(engine) == "0017" and tables(engine) == TABLES - SHEET_TABLES
     downgrade(engine, "0016")
-    assert current_revision(engine) == "0016" and tables(engine) == TABLES - SHEET_TABLES
+    without = SHEET_TABLES | BRIDGE_TABLES
+    assert current_revision(engine) == "0016" and tables(engine) == TABLES - without
     downgrade(engine, "0015")
-    at_0015 = TABLES - SHEET_TABLES - COMPACTION_TABLES
+    at_0015 = TABLES - without - COMPACTION_TABLES
     assert current_revision(engine) == "0015" and tables(engine) == at_0015
     batch_file_indexes = {i["name"] for i in inspect(engine).get_indexes("batch_file")}
     assert "ix_batch_file_day_batch_id" not in batch_file_indexes

@@ -162,6 +162,7 @@ def close_command(
     from tenantcost.store.actor import os_actor
     from tenantcost.store.cycle import close_month
     from tenantcost.store.data import DataDir, Store
+    from tenantcost.store.month_bridge import cache_after_close
     from tenantcost.store.schema import current_store
     from tenantcost.store.settings import resolve_settings
 
@@ -171,6 +172,7 @@ def close_command(
         store = Store(engine, DataDir(resolved.require_data()))
         closed = close_month(store, month, allow_incomplete=allow_incomplete,
                              actor=os_actor(), wait=wait, force=force)  # fmt: skip
+        cache_after_close(engine, month, store.data)  # the bridges its sheets will show
     _print_closed(closed)
 
 

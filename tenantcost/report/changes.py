@@ -30,7 +30,15 @@ import numpy as np
 import pandas as pd
 
 from tenantcost.allocate import AllocationResult, allocate_keys
-from tenantcost.bridge import bridges, compare_months, only_version, oriented
+from tenantcost.bridge import (
+    Comparison,
+    Restate,
+    bridges,
+    compare_months,
+    month_figures,
+    only_version,
+    oriented,
+)
 from tenantcost.config.rules import RuleSet
 from tenantcost.engine import Engine
 from tenantcost.errors import InputError, InputWarning
@@ -46,6 +54,8 @@ __all__ = [
     "RuleChange",
     "against_previous",
     "bridge_notice",
+    "bridges_between",
+    "client_spans",
     "only_version",
     "pack_bridges",
     "previous_allocation",
@@ -282,6 +292,9 @@ class PackBridges:
     """``client, effect, source, key, amount, reason, text``, grouped by client."""
     spans: dict[str, tuple[int, int]]
     """Each client's rows of ``parts`` (start, end)."""
+    vs_revision: int | None = None
+    """The issued revision of the previous period compared with (the store's bridges; ``None``
+    from files, where there are no revisions)."""
 
     def client_parts(self, client: str) -> pd.DataFrame:
         start, end = self.spans.get(client, (0, 0))
@@ -298,6 +311,22 @@ def pack_bridges(
     """The bridge of every client present in both ``earlier`` and ``base``; ``None`` without
     a previous period, or when a rule change cannot be restated (the previous-rule notice
     then says why)."""
+    return bridges_between(
+        earlier, base, ruleset, lambda rules, p: quiet_allocate(inputs, rules, p, engine=engine)
+    )
+
+
+def bridges_between(
+    earlier: AllocationResult | None,
+    base: AllocationResult,
+    ruleset: RuleSet,
+    restate: Restate | None,
+    vs_revision: int | None = None,
+) -> PackBridges | None:
+    """:func:`pack_bridges` for any caller: a rule change is restated through ``restate``
+    (``None``: it cannot be, and the two months are bridged as they are, so a source whose
+    keys differ is ``rule`` and the parts still add up exactly). The store's bridges
+    (:mod:`tenantcost.store.month_bridge`) come this way from two recorded runs."""
     if earlier is None or earlier.lines.empty or base.lines.empty:
         return None
     labels = (
@@ -305,25 +334,29 @@ def pack_bridges(
         period_label(base.period.start, base.period.end),
     )
     try:
-        comparison = compare_months(
-            earlier,
-            base,
-            labels,
-            ruleset,
-            lambda rules, p: quiet_allocate(inputs, rules, p, engine=engine),
-        )
+        if restate is None:
+            comparison = Comparison(
+                month_figures(earlier, labels[0]), month_figures(base, labels[1])
+            )
+        else:
+            comparison = compare_months(earlier, base, labels, ruleset, restate)
     except InputError:
         return None
     both = sorted(set(earlier.lines["client"].astype(str)) & set(base.lines["client"].astype(str)))
     b = bridges(comparison, both)
     parts = oriented(b, False, base.currency).reset_index(drop=True)
-    clients = parts["client"].astype(str).to_numpy()
+    return PackBridges(labels[0], labels[1], base.currency, b.amounts, parts,
+                       client_spans(parts["client"]), vs_revision)  # fmt: skip
+
+
+def client_spans(clients: pd.Series) -> dict[str, tuple[int, int]]:
+    """Each client's rows (start, end) in parts grouped by client."""
+    values = clients.astype(str).to_numpy()
     starts: list[int] = []
-    if len(clients):
-        starts = np.flatnonzero(np.r_[True, clients[1:] != clients[:-1]]).tolist()
-    ends = [*starts[1:], len(clients)] if starts else []
-    spans = {str(clients[s]): (int(s), int(e)) for s, e in zip(starts, ends, strict=True)}
-    return PackBridges(labels[0], labels[1], base.currency, b.amounts, parts, spans)
+    if len(values):
+        starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]]).tolist()
+    ends = [*starts[1:], len(values)] if starts else []
+    return {str(values[s]): (int(s), int(e)) for s, e in zip(starts, ends, strict=True)}
 
 
 def _signed(units: int, places: int) -> str:
@@ -357,7 +390,8 @@ def bridge_notice(
     if len(rest):
         labels.append(f"{len(rest)} smaller changes")
         effects.append(", ".join(dict.fromkeys(rest["effect"].astype(str))))
-    rows = [(f"{pb.vs} (last period)", format_units(ends[0], places), "")]
+    vs = f"{pb.vs}, revision {pb.vs_revision}" if pb.vs_revision else pb.vs
+    rows = [(f"{vs} (last period)", format_units(ends[0], places), "")]
     rows += [  # a part that shows as zero at this precision is left out (it adds nothing)
         (lab, _signed(u, places), eff)
         for lab, u, eff in zip(labels, units, effects, strict=True)
@@ -365,7 +399,8 @@ def bridge_notice(
     ]
     rows.append((f"{pb.month} (this period)", format_units(ends[1], places), ""))
     change = _signed(ends[1] - ends[0], places)
-    text = (
+    compared = f"Compared with {pb.vs}, revision {pb.vs_revision}. " if pb.vs_revision else ""
+    text = compared + (
         f"Your amount went from {format_units(ends[0], places)} {pb.currency} in {pb.vs} to "
         f"{format_units(ends[1], places)} {pb.currency} in {pb.month} ({change}). Each row "
         "is one cause, largest first; together they make up the change exactly (volume: your "

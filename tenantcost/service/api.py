@@ -151,6 +151,16 @@ def get_client_month(request: Request, month: Month, access: ClientAccessDep) ->
         store = request.app.state.store
         data = store.data if store is not None else None
         doc["confidence"] = client_confidence(engine, source, access.client, data)
+    doc["bridge"] = None
+    if source is not None:  # against the previous month's latest issued revision
+        from tenantcost.service.bridge_view import bridge_document
+
+        store = request.app.state.store
+        data = store.data if store is not None else None
+        with store_refusals():
+            doc["bridge"] = bridge_document(
+                engine, access.principal, access.client, month, source.run_id, data
+            )
     return doc
 
 
@@ -352,6 +362,9 @@ def post_close(
             wait=settings.ingest_wait,
             force=bool(body and body.force),
         )
+    from tenantcost.service.bridge_view import cache_in_background
+
+    cache_in_background(request.app.state.engine, month, _store(request).data)
     return {
         "month": closed.month,
         "revision": closed.revision,

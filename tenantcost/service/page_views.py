@@ -54,6 +54,11 @@ def shown_amount(row: Any, places: int) -> str:
     return format_units(int(shown), places)
 
 
+def figure_places(row: pd.Series) -> int:
+    """The decimals a month's figure row is shown at (its run's sheets')."""
+    return _places(str(row["currency"]), row["smallest"])
+
+
 def when(value: Any) -> str:
     """A stored instant as people read it: ``2026-11-30 17:29:19 UTC``."""
     if value is None or (not isinstance(value, str) and pd.isna(value)):

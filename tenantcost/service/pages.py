@@ -312,7 +312,23 @@ def client_page(
     rows = rows.assign(**_shown_text(engine, access.principal, access.client, rows))
     name = names_of(engine, [access.client]).get(access.client)  # the client's own name only
     view = page_views.client_view(access.client, rows, month, scope.drafts, name)
-    return render(request, "service/client.html", section="clients", view=view)
+    bridge = _bridge(request, access, rows, view.month)
+    return render(request, "service/client.html", section="clients", view=view, bridge=bridge)
+
+
+def _bridge(request: Request, access: ClientAccess, rows: Any, month: str) -> Any:
+    """The month's bridge against the previous month's latest issued revision, at the
+    decimals of the page's figure (:mod:`tenantcost.service.bridge_view`)."""
+    from tenantcost.service.bridge_view import bridge_view
+    from tenantcost.service.page_views import figure_places
+
+    row = rows[rows["month"] == month].iloc[0]
+    store = request.app.state.store
+    data = store.data if store is not None else None
+    places = figure_places(row)
+    engine = request.app.state.engine
+    return bridge_view(engine, access.principal, access.client, month, str(row["run_id"]),
+                       places, data)  # fmt: skip
 
 
 def _shown_text(engine: Any, principal: Principal, client: str, rows: Any) -> dict[str, list[Any]]:
@@ -533,6 +549,9 @@ def close_month_form(
         return _month_response(request, month, status=409, error=str(exc))
     except StoreLocked:
         return _month_response(request, month, status=503, error=LOCKED)
+    from tenantcost.service.bridge_view import cache_in_background
+
+    cache_in_background(request.app.state.engine, month, store.data)
     return RedirectResponse(f"/months/{month}?done=closed-{closed.revision}", status_code=303)
 
 

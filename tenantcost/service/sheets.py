@@ -7,7 +7,8 @@ change, so each process keeps:
 
 * the last :data:`PACKS_KEPT` month packs (every client of a run, and the views their sheets
   share): loading one is seconds for 10,000 clients, a sheet from it milliseconds; a draft's
-  pack is keyed by the month's latest issued revision too, which its sheet names;
+  pack is keyed by the month's latest issued revision too, which its sheet names; every pack
+  and sheet by the previous month's latest issued run, which its bridge compares with;
 * the last :data:`CACHE_SIZE` rendered issued sheets (a PDF takes about a second).
 
 An issued revision's sheets are also kept in the store (:mod:`tenantcost.store.sheet_cache`),
@@ -93,7 +94,7 @@ def sheet_body(
 ) -> bytes:
     """The sheet's bytes: this process's cache, else the store's, else rendered (and kept
     in both when the revision is issued)."""
-    key = (f"{source.run_id}/{source.revision}", client, fmt)
+    key = (f"{source.run_id}/{source.revision}{_compared(engine, source)}", client, fmt)
     stored = store_key(source)
     body = _cached(key) if stored is not None else None
     if body is None and stored is not None:
@@ -148,13 +149,23 @@ class _Loaded:
     views: Any
 
 
+def _compared(engine: Engine, source: MonthSource) -> str:
+    """The previous month's latest issued run: the sheet's bridge compares with it, so a
+    restated previous month is another sheet (one indexed query)."""
+    from tenantcost.store.month_bridge import previous_issued
+
+    previous = previous_issued(engine, source.month)
+    return "" if previous is None else f"/vs {previous.run_id}"
+
+
 def _pack_key(engine: Engine, source: MonthSource) -> str:
     if source.status is not FigureStatus.DRAFT:
-        return f"{source.run_id}/revision {source.revision}"
+        return f"{source.run_id}/revision {source.revision}{_compared(engine, source)}"
     from tenantcost.store.cycle import issued_revision
 
     # A draft's sheet names the month's latest issued revision: part of what it shows.
-    return f"{source.run_id}/draft after {issued_revision(engine, source.month)}"
+    after = issued_revision(engine, source.month)
+    return f"{source.run_id}/draft after {after}{_compared(engine, source)}"
 
 
 def _loaded(engine: Engine, source: MonthSource, data: DataDir | None) -> _Loaded:

@@ -38,7 +38,7 @@ from enum import StrEnum
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Connection, Engine, Subquery, func, insert, select
+from sqlalchemy import Connection, Engine, Subquery, delete, func, insert, select
 
 from tenantcost import __version__
 from tenantcost.errors import InputError
@@ -51,6 +51,8 @@ from tenantcost.store.models import (
     Run,
     RunClient,
     RunInput,
+    SheetRender,
+    SheetRenderJob,
     Statement,
     table,
     utcnow,
@@ -563,8 +565,20 @@ def _issue(
     if not rows.empty:
         records = rows.astype(object).where(rows.notna(), None).to_dict("records")
         connection.execute(insert(table(Statement)), [common | r for r in records])
+    _forget_next_months_sheets(connection, month)
     return Closed(month, revision, run_id, reused, detail is not None, detail, reason, now,
                   str(run["currency"]), rows, client_reason)  # fmt: skip
+
+
+def _forget_next_months_sheets(connection: Connection, month: str) -> None:
+    """The next month's kept sheets carry its bridge against this month's latest issued
+    revision, which this close replaces: drop them and their rendering jobs, in the close's
+    transaction, so the background rendering (or the first read) renders them again against
+    the new revision (:mod:`tenantcost.store.sheet_cache`)."""
+    following = (pd.Period(month, freq="M") + 1).strftime("%Y-%m")
+    runs = select(table(Run).c.id).where(table(Run).c.month == following)
+    for kept in (SheetRender, SheetRenderJob):
+        connection.execute(delete(table(kept)).where(table(kept).c.run_id.in_(runs)))
 
 
 def _unchanged(

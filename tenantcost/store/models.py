@@ -21,6 +21,8 @@ Now:
 * ``billing_cell`` (0013): the (billing period, billing account) cells of a ``billing`` batch
   with what ``status`` and ``close`` read of them (rows, invoices, hours covered).
 * ``otlp_series`` (0015): the last point of each OTLP series ``POST /v1/metrics`` reads.
+* ``month_bridge`` (0017), ``month_bridge_client``, ``month_bridge_part``: each run's bridge
+  against the previous month's issued run, cached per pair of runs.
 * ``sheet_render`` (0018): an issued revision's rendered sheets (HTML, Markdown, PDF, the
   confidence block), per renderer version; ``sheet_render_job``: the claim of the one
   background rendering of a revision (:mod:`tenantcost.store.sheet_cache`).
@@ -743,6 +745,63 @@ class CatalogClient(StoreModel, table=True):
     currency: str = Field(max_length=3)
     contract_start: date | None = Field(default=None)
     contract_end: date | None = Field(default=None)
+
+
+BRIDGE_EFFECTS = ("volume", "rate", "rule", "residual", "direct", "new_source", "ended_source")
+"""The parts of a bridge (:class:`tenantcost.bridge.Effect`)."""
+
+
+class MonthBridge(StoreModel, table=True):
+    """The month-over-month bridge of one run against the previous month's run issued when
+    it was computed (0017): a cache, keyed by the two runs, so a restated previous month
+    (another run issued) gets a bridge of its own and the old one is never read again
+    (:mod:`tenantcost.store.month_bridge`). ``restated``: a rule change between the runs was
+    restated from the store's inputs (false when there was none to restate, or it could not
+    be: the parts then add up all the same). Per-client amounts in ``month_bridge_client``,
+    parts in ``month_bridge_part``."""
+
+    __tablename__ = "month_bridge"
+    __table_args__ = _table_args(UniqueConstraint("run_id", "previous_run_id"))
+
+    id: int | None = Field(default=None, primary_key=True)
+    month: str = Field(max_length=7)
+    run_id: str = Field(foreign_key="run.id", max_length=36)
+    previous_month: str = Field(max_length=7)
+    previous_run_id: str = Field(foreign_key="run.id", max_length=36)
+    restated: bool = Field(sa_type=Boolean)
+    computed_at: datetime = Field(sa_type=UTCDateTime, default_factory=utcnow)
+
+
+class MonthBridgeClient(StoreModel, table=True):
+    """A client's amounts in the two runs of a bridge (micro-units; clients of both only)."""
+
+    __tablename__ = "month_bridge_client"
+
+    bridge_id: int = Field(foreign_key="month_bridge.id", primary_key=True)
+    client: str = Field(primary_key=True, sa_type=Text)
+    previous_amount: int = Field(sa_type=BigInteger)
+    amount: int = Field(sa_type=BigInteger)
+
+
+class MonthBridgePart(StoreModel, table=True):
+    """One part of a client's bridge (``explain``'s): effect, source, key, amount
+    (micro-units; a client's parts add up to its change exactly) and the plain reason;
+    ``position`` keeps the canonical order."""
+
+    __tablename__ = "month_bridge_part"
+    __table_args__ = _table_args(
+        ("effect", _in("effect", BRIDGE_EFFECTS)),
+        Index("ix_month_bridge_part_bridge_id_client", "bridge_id", "client"),
+    )
+
+    bridge_id: int = Field(foreign_key="month_bridge.id", primary_key=True)
+    position: int = Field(primary_key=True, sa_type=BigInteger)
+    client: str = Field(sa_type=Text)
+    effect: str = Field(max_length=16)
+    source: str = Field(sa_type=Text)
+    key: str = Field(sa_type=Text)
+    amount: int = Field(sa_type=BigInteger)
+    reason: str = Field(sa_type=Text)
 
 
 def table(model: type[StoreModel]) -> Table:

@@ -333,6 +333,16 @@ def _check_inputs(connection: Connection, stored: StoredResult, action: str) -> 
         )
 
 
+def inputs_unchanged(connection: Connection, stored: StoredResult) -> bool:
+    """Whether the store's inputs of the run's month are still those the run read (what a
+    restatement from them needs: :mod:`tenantcost.store.month_bridge`)."""
+    try:
+        _check_inputs(connection, stored, "")
+    except InputError:
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class PendingFigures:
     """A run's pack figures computed from its inputs, to record in a write transaction."""
@@ -389,6 +399,7 @@ __all__ = [
     "PendingFigures",
     "StoredResult",
     "compute_pack_figures",
+    "inputs_unchanged",
     "load_pack_figures",
     "load_run",
     "load_run_figures",

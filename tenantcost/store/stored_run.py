@@ -16,6 +16,9 @@ that need the inputs (:func:`tenantcost.store.report_figures.pending_figures`). 
 not got them: they are computed from the store's inputs (``data``), refused if the month's
 inputs changed since the run.
 
+Each client's sheet carries its bridge against the previous month's latest issued revision
+(:mod:`tenantcost.store.month_bridge`), which follows that month's restatements.
+
 The provenance names the stored inputs (the rule file's and each batch's sha256), the batches
 of the period withdrawn before the run (not read), and the command that renders the same pages
 again.
@@ -23,7 +26,7 @@ again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,6 +45,7 @@ from tenantcost.store.batches import withdrawn_before
 from tenantcost.store.cycle import issued_revision, statements
 from tenantcost.store.data import DataDir, Store
 from tenantcost.store.models import Batch, MonthEvent, Run, RunInput, table
+from tenantcost.store.month_bridge import month_bridges
 from tenantcost.store.report_figures import (
     StoredResult,
     compute_pack_figures,
@@ -260,6 +264,9 @@ def load_statement(
                 "give --data so they are computed from its stored inputs"
             )
         figures = compute_pack_figures(Store(engine, data), stored)
+    # the bridge against the previous month's latest issued revision (cached per run pair)
+    bridges = month_bridges(engine, month, chosen.run_id, stored.result.currency, data)
+    figures = replace(figures, bridges=bridges)
     inputs = Inputs(
         Path(stored.rules_origin),
         stored.ruleset,

@@ -6,7 +6,7 @@ per renderer version, ``sheet_render_job`` the claim of the one background rende
 revision (its primary key: one process wins it, across workers and hosts).
 
 Revision ID: 0018
-Revises: 0016
+Revises: 0017
 Create Date: 2026-12-02
 """
 
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0018"
-down_revision = "0016"
+down_revision = "0017"
 branch_labels = None
 depends_on = None
 
