@@ -35,7 +35,8 @@ class Served:
 
 
 def make_tokens(db: str, data: str) -> dict[str, str]:
-    """``admin``, ``finance``, ``manager`` (client-a), ``manager-b`` (client-b), ``ingest``."""
+    """``admin``, ``finance``, ``manager`` (client-a), ``manager-b`` (client-b), ``ingest``,
+    ``product``."""
     from tenantcost.service.tokens import create_token
     from tenantcost.store.engine import open_engine
     from tenantcost.store.settings import resolve_settings
@@ -47,6 +48,7 @@ def make_tokens(db: str, data: str) -> dict[str, str]:
         "manager": ("account-manager", ["client-a"]),
         "manager-b": ("account-manager", ["client-b"]),
         "ingest": ("ingest", []),
+        "product": ("product", []),
     }
     try:
         return {

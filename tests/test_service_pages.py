@@ -298,6 +298,39 @@ def test_finance_month_page_shows_cascade_idle_keys_and_provenance(served: Serve
     assert "usage.csv" in text and "costs.json" in text
 
 
+def test_product_reads_issued_months_without_finances_workings(served: Served):
+    product = logged_in(served, "product")
+    months = product.get("/months")
+    assert months.status_code == 200 and '<li><a href="/months"' in months.text  # nav
+    assert f'<a href="/months/{MONTH}">{MONTH}</a>' in months.text
+    assert ">Runs</th>" not in months.text and ">Costs h</th>" not in months.text
+    assert "Issued months: state and revisions" in months.text
+    page = product.get(f"/months/{MONTH}")
+    assert page.status_code == 200
+    text = page.text
+    assert 'id="state">closed<' in text and 'id="revision">1<' in text
+    assert 'aria-labelledby="cascade-chart-t cascade-chart-d"' in text  # the waterfall
+    assert re.search(r'<th scope="row">reference total</th><td class="num">0\.6434</td>', text)
+    assert re.search(r'<th scope="row">gap</th><td class="num">0\.0000</td>', text)
+    assert "<dt>Idle, % of the OpenCost total</dt>" in text
+    assert "<dt>Idle, % of the reference total</dt>" in text
+    assert 'id="keys-table"' in text and 'href="/clients/client-b?month=2026-11"' in text
+    for amount in ("0.1234", "0.0897", "0.1513", "0.0674", "0.2022"):
+        assert amount in text
+    for workings in ("reopen-form", "close-form", "summary-downloads", "finance-summary",
+                     "events-table", "batches-table", 'id="run-id"', "usage-table",
+                     "Hours covered", "costs.json", "status status-draft\"", "(draft"):  # fmt: skip
+        assert workings not in text, workings
+    assert product.get("/months/2026-10").status_code == 404  # never issued
+    assert product.get("/months/11-2026").status_code == 404
+    for fmt in ("html", "pdf"):
+        assert product.get(f"/months/{MONTH}/finance-summary.{fmt}").status_code == 403
+    csrf = page_csrf(product, "/clients")
+    reopen = product.post(f"/months/{MONTH}/reopen", data={"csrf_token": csrf, "reason": "no"})
+    assert reopen.status_code == 403
+    assert 'href="/months"' not in logged_in(served, "manager").get("/clients").text
+
+
 def test_finance_summary_downloads_for_finance_and_admin_only(served: Served):
     for who in ("finance", "admin"):
         browser = logged_in(served, who)
@@ -345,6 +378,9 @@ def test_close_and_reopen_through_the_forms(open_month: Served):
     csrf = CSRF.search(month.text).group(1)  # type: ignore[union-attr]
     assert 'id="allow_incomplete" name="allow_incomplete" value="1">' in month.text  # unticked
     assert 'id="force"' not in month.text  # nothing issued yet: nothing to force
+    product = logged_in(open_month, "product")
+    assert product.get(f"/months/{MONTH}").status_code == 404  # no issued revision yet
+    assert "No month issued yet." in product.get("/months").text
     refused = finance.post(f"/months/{MONTH}/close", data={"csrf_token": csrf})
     assert refused.status_code == 409 and "--allow-incomplete" in refused.text  # 1 h of 720
     # Ticked: not a close yet, the confirmation step with the missing hours.
@@ -371,6 +407,9 @@ def test_close_and_reopen_through_the_forms(open_month: Served):
     assert "Reopened" in page.text and 'id="state">open<' in page.text
     assert "usage corrected" in page.text  # the events table
     assert 'id="force" name="force" value="1">' in page.text  # unticked
+    issued = product.get(f"/months/{MONTH}").text  # reopened: revision 1 as issued
+    assert 'id="state">open<' in issued and 'id="cascade-table"' in issued
+    assert "usage corrected" not in issued and "close-form" not in issued
     same = {"csrf_token": csrf, "allow_incomplete": "1", "confirmed": "1"}
     unchanged = finance.post(f"/months/{MONTH}/close", data=same)  # no new input since
     assert unchanged.status_code == 409 and 'id="state">open<' in unchanged.text

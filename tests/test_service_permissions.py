@@ -87,3 +87,12 @@ def test_product_sees_every_client_but_never_a_draft_or_an_internal_reason(clien
     assert can(product, A.VIEW_DRAFTS, client) is Decision.FORBIDDEN
     assert not sees_drafts(product) and not sees_internal_reasons(product)
     assert client_scope(product) is None
+
+
+def test_product_opens_the_month_pages_without_finances_workings() -> None:
+    from tenantcost.service.permissions import sees_month_workings
+
+    pages = {role for role in Role if can(principal(role), A.VIEW_ISSUED_MONTH).allowed}
+    assert pages == {Role.ADMIN, Role.FINANCE, Role.PRODUCT}  # /months, /months/{M}
+    workings = {role for role in Role if sees_month_workings(principal(role))}
+    assert workings == {Role.ADMIN, Role.FINANCE}  # drafts, forms, batches, usage, summaries

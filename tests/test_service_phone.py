@@ -17,8 +17,8 @@ checked the same way from ``file://``. ``/docs`` is opened with every request of
 aborted and recorded: Swagger UI must render from the service's own files, with none.
 
 Every role walks the pages :data:`PAGES` lists for it, with the status it must get (the
-product role opens pricing and client pages, not the finance month pages). A page added to
-the service is one line of :data:`PAGES`.
+product role opens pricing, client and month pages; the month pages without finance's
+workings). A page added to the service is one line of :data:`PAGES`.
 """
 
 from __future__ import annotations
@@ -46,7 +46,6 @@ MIN_CHART_TEXT_PX = 11.0
 ADMIN, FINANCE, PRODUCT, MANAGER = "admin", "finance", "product", "account-manager"
 EVERYONE = frozenset({ADMIN, FINANCE, PRODUCT, MANAGER})
 CLUSTER = frozenset({ADMIN, FINANCE, PRODUCT})
-FINANCE_ROLES = frozenset({ADMIN, FINANCE})
 
 
 @dataclass(frozen=True)
@@ -65,9 +64,9 @@ PAGES = [
     Page("/clients/client-a?month=2026-10", EVERYONE, charts=3),
     Page("/clients/client-b", CLUSTER, charts=3),  # new in 2026-11: no previous month
     Page("/api/v1/clients/client-a/months/2026-11/sheet.html", EVERYONE, charts=2),
-    Page("/months", FINANCE_ROLES),
-    Page("/months/2026-11", FINANCE_ROLES, charts=1),  # the cascade's waterfall
-    Page("/months/2026-10", FINANCE_ROLES, charts=1),
+    Page("/months", CLUSTER),  # product: the issued months, without finance's workings
+    Page("/months/2026-11", CLUSTER, charts=1),  # the cascade's waterfall
+    Page("/months/2026-10", CLUSTER, charts=1),
     Page("/pricing?month=2026-11&by=plan", CLUSTER, charts=2),
     Page("/pricing?month=2026-10&by=segment", CLUSTER, charts=2),
     Page("/clients/no-such-client", EVERYONE, status=404),

@@ -162,7 +162,10 @@ def test_product_reads_every_clients_issued_figures_the_cascade_and_the_comparis
     assert cascade["status"] == "issued" and cascade["revision"] == 1
     compare = served.get(f"/api/v1/months/{MONTH}/compare", "product", keys="requests")
     assert compare.status_code == 200
-    for path in (f"/months/{MONTH}", "/months", "/api/v1/tokens", f"/api/v1/batches?month={MONTH}"):
+    for path in (f"/months/{MONTH}", "/months"):  # issued months, without finance's workings
+        assert served.get(path, "product").status_code == 200, path
+    for path in (f"/months/{MONTH}/finance-summary.html", "/api/v1/tokens",
+                 f"/api/v1/batches?month={MONTH}"):  # fmt: skip
         assert served.get(path, "product").status_code == 403, path
 
 

@@ -9,7 +9,7 @@ rounded together with its total so they add up. Charts are the report pack's inl
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlencode
 
@@ -484,6 +484,22 @@ def month_view(
         run=run,
         usage=usage_view(store, month, usage_page, page),
     )
+
+
+def issued_month_view(engine: Engine, month: str, page: int) -> MonthView | None:
+    """The month page as product reads it: the latest issued revision's run (also while the
+    month is reopened), without finance's workings (coverage, events, batches, usage, the
+    invoice cascade); ``None`` when no close ever issued the month."""
+    from tenantcost.service.memo import month_status
+    from tenantcost.store.cycle import latest_issued
+
+    issued = latest_issued(engine, month)
+    if issued is None:
+        return None
+    status = month_status(engine, month)[0]
+    run = replace(_run_view(engine, month, issued.run_id, page), batches=[], invoice=None)
+    return MonthView(month, str(status["state"]), int(status["revisions"]), None, None, None,
+                     incomplete=False, events=[], run=run)  # fmt: skip
 
 
 def _clients_read(reason: Any, client_reason: Any) -> str | None:

@@ -43,12 +43,14 @@ from tenantcost.service.config import ServiceSettings
 from tenantcost.service.json_body import text_problem
 from tenantcost.service.params import PageNumber, SearchText
 from tenantcost.service.permissions import (
+    MANAGER_MONTH_FIELDS,
     Action,
     Decision,
     Principal,
     can,
     client_scope,
     sees_drafts,
+    sees_month_workings,
 )
 from tenantcost.service.session import (
     COOKIE_NAME,
@@ -82,6 +84,8 @@ class Layout:
     cluster: bool
     pricing: bool = False
     """The nav's "Pricing" link (product, finance, admin)."""
+    months: bool = False
+    """The nav's "Months" link (product, finance, admin)."""
 
 
 def install(app: FastAPI, settings: ServiceSettings) -> None:
@@ -153,7 +157,8 @@ def render(
     principal = get_principal(request) if session.logged_in else None
     cluster = principal is not None and can(principal, Action.VIEW_CLUSTER).allowed
     pricing = principal is not None and can(principal, Action.VIEW_PRICING).allowed
-    layout = Layout(principal, session.csrf, section, cluster, pricing)
+    months = principal is not None and can(principal, Action.VIEW_ISSUED_MONTH).allowed
+    layout = Layout(principal, session.csrf, section, cluster, pricing, months)
     html = request.app.state.page_env.get_template(name).render(layout=layout, **context)
     response = HTMLResponse(html, status_code=status)  # headers: service.headers
     if fresh:
@@ -366,12 +371,17 @@ def _shown_text(engine: Any, principal: Principal, client: str, rows: Any) -> di
 
 @router.get("/months", response_class=HTMLResponse)
 def months_page(request: Request) -> Response:
-    """Finance: every stored month with its coverage, runs and state."""
+    """Finance: every stored month with its coverage, runs and state; product: the months
+    with an issued revision, their state and revisions only."""
     from tenantcost.service.memo import month_status
 
-    authorize(request, get_principal(request), Action.VIEW_CLUSTER)
+    principal = authorize(request, get_principal(request), Action.VIEW_ISSUED_MONTH)
     months = month_status(request.app.state.engine)
-    return render(request, "service/months.html", section="months", months=months)
+    workings = sees_month_workings(principal)
+    if not workings:
+        months = [{f: m[f] for f in MANAGER_MONTH_FIELDS} for m in months if m["revisions"] > 0]
+    return render(request, "service/months.html", section="months", months=months,
+                  workings=workings)  # fmt: skip
 
 
 def _month_response(
@@ -391,6 +401,7 @@ def _month_response(
     context.setdefault("message", "")
     context.setdefault("error", "")
     context.setdefault("confirm", None)
+    context.setdefault("workings", True)
     return render(
         request, "service/month.html", section="months", status=status, view=view, **context
     )
@@ -405,10 +416,18 @@ def month_page(
     done: str = Query(""),
 ) -> Response:
     """Finance: the month's cascade, waterfall, idle, clients under each key, close/reopen,
-    run and batch provenance, usage totals per service and client."""
-    authorize(request, get_principal(request), Action.VIEW_CLUSTER)
+    run and batch provenance, usage totals per service and client. Product: the latest
+    issued revision's cascade, waterfall, idle and clients under each key only."""
+    principal = authorize(request, get_principal(request), Action.VIEW_ISSUED_MONTH)
     _known_month(month)
     from tenantcost.service import page_views
+
+    if not sees_month_workings(principal):
+        view = page_views.issued_month_view(request.app.state.engine, month, page)
+        if view is None:
+            raise not_found()  # never issued: nothing product may read
+        return render(request, "service/month.html", section="months", view=view,
+                      workings=False, message="", error="", confirm=None)  # fmt: skip
 
     return _month_response(request, month, page=page, usage_page=usage_page,
                            message=page_views.done_message(done))  # fmt: skip

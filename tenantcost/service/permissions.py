@@ -30,8 +30,11 @@ The rules (issue 10):
   the cascade and key comparison of issued months (:attr:`Action.VIEW_ISSUED_MONTH`; the
   comparison of a *closed* month only, since it is computed from the current inputs) and the
   pricing page (:attr:`Action.VIEW_PRICING`). It reads a reopen's reason as clients read it.
-  It cannot close, reopen, ingest, list or withdraw batches, manage tokens, open the finance
-  month pages (drafts, batches, usage) or the invoice cascade: **403**;
+  Its month pages (``/months``, ``/months/{M}``) show issued months only, without finance's
+  workings (:func:`sees_month_workings`): a month never issued is **404** to it. It cannot
+  close, reopen, ingest, list or withdraw batches, manage tokens, see the finance month
+  pages' workings (drafts, runs, coverage, batches, usage, finance summaries) or the invoice
+  cascade: **403**;
 * ``admin``: everything finance may, and tokens.
 
 Finance and admin may do everything product may (their action sets include product's).
@@ -68,11 +71,13 @@ class Action(StrEnum):
     VIEW_DRAFTS = "view-drafts"
     """See figures of a run not (yet) issued; asked with the client for client URLs."""
     VIEW_CLUSTER = "view-cluster"
-    """Cluster-wide figures as finance reads them (drafts included): the month list page, the
-    finance month page (close/reopen forms, batches, usage)."""
+    """Cluster-wide figures as finance reads them (drafts included): the month pages'
+    workings (runs, coverage, close/reopen forms, events, batches, usage, finance summaries)."""
     VIEW_ISSUED_MONTH = "view-issued-month"
-    """GET /api/v1/months/{M}/reconciliation and /compare: the cascade and key comparison.
-    What run it shows, :func:`sees_drafts` decides (product: the issued revision only)."""
+    """GET /api/v1/months/{M}/reconciliation and /compare: the cascade and key comparison;
+    the month pages /months and /months/{M}. What run it shows, :func:`sees_drafts` decides
+    (product: the issued revision only); what else a month page shows,
+    :func:`sees_month_workings`."""
     VIEW_PRICING = "view-pricing"
     """GET /pricing: the unit economics of a month (cost, margin, price floors per plan)."""
     VIEW_INVOICE = "view-invoice"
@@ -187,6 +192,17 @@ def month_fields(principal: Principal) -> tuple[str, ...] | None:
     """The fields of ``GET /api/v1/months`` ``principal`` may read (``None``: every field);
     which months, :func:`client_scope` decides (months with its clients' statements)."""
     return None if client_scope(principal) is None else MANAGER_MONTH_FIELDS
+
+
+def sees_month_workings(principal: Principal) -> bool:
+    """Finance and admin read the month pages as the workshop they close months in: every
+    stored month with its coverage and runs, drafts, the close/reopen forms, the events (with
+    internal reasons), batches, usage, finance summaries and the invoice cascade. Anyone else
+    let onto the month pages (product) reads issued months only: the list's
+    :data:`MANAGER_MONTH_FIELDS` of months with an issued revision, and a month's latest
+    issued revision (cascade, idle, clients under each key); a month never issued is not
+    found for it."""
+    return can(principal, Action.VIEW_CLUSTER).allowed
 
 
 def visible(principal: Principal, clients: Iterable[str]) -> list[str]:
