@@ -93,6 +93,7 @@ ACTION_TEXT = {
     "view-drafts": "see drafts",
     "view-cluster": "see each month's workings (drafts, runs, batches, usage)",
     "view-issued-month": "open issued months' cascade and key comparison",
+    "view-pricing": "open the pricing page (unit economics)",
     "view-invoice": "see the invoice cascade",
     "close-month": "close",
     "reopen-month": "reopen",
