@@ -172,6 +172,29 @@ def _open(page, url: str, want: Page, role: str, width: int) -> bool:
     return True
 
 
+def test_a_clients_amount_reads_the_same_on_its_sheet_bridge_page_and_api(demo: Demo):
+    """The demo's client-a is the issue's case: 0.123458 USD, which rounded alone reads 0.1235
+    but in the run's one rounding 0.1234. Its sheet total, the bridge's "this period" row and
+    the client page must read the one figure, and the API's bridge parts sum to its change."""
+    manager = {"Authorization": f"Bearer {demo.tokens[MANAGER]}"}
+    base = f"{demo.url}/api/v1/clients/client-a/months/2026-11"
+    sheet = httpx.get(f"{base}/sheet.md", headers=manager, timeout=120).text
+    total = re.search(r"^\| \*\*Total\*\* \| \*\*([0-9.]+) USD", sheet, flags=re.M)
+    now = re.search(r"^> \| 2026-11 \(this period\) \| ([0-9.]+) \|", sheet, flags=re.M)
+    assert total and now, sheet
+    assert now.group(1) == total.group(1) == "0.1234"
+    bridge = httpx.get(base, headers=manager, timeout=60).json()["bridge"]
+    assert bridge["previous_month"] == "2026-10" and bridge["previous_revision"] == 1
+    assert sum(p["amount"] for p in bridge["parts"]) == bridge["difference"] != 0
+    with httpx.Client(base_url=demo.url, timeout=60) as browser_like:
+        login = browser_like.get("/login")
+        csrf = re.search(r'name="csrf_token" value="([^"]+)"', login.text)
+        form = {"token": demo.tokens[MANAGER], **({"csrf_token": csrf.group(1)} if csrf else {})}
+        browser_like.post("/login", data=form)
+        page = browser_like.get("/clients/client-a").text
+    assert "0.1234" in page and "0.1235" not in page
+
+
 @pytest.mark.parametrize("role", [ADMIN, FINANCE, PRODUCT, MANAGER])
 def test_every_page_fits_both_widths_with_readable_charts(browser, demo: Demo, role: str):
     context = browser.new_context(viewport={"width": WIDTHS[0], "height": 900})

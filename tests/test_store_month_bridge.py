@@ -169,6 +169,20 @@ def test_the_bridge_is_explains_cached_per_pair_and_follows_a_restatement(
     assert "What changed since 2026-09" in sheet
     assert "Compared with 2026-09, revision 2." in sheet
     assert "| 2026-09, revision 2 (last period) |" in sheet
+    earlier = tmp_path / "earlier"
+    ok("report", "--month", "2026-09", "--from-db", "--db", store_url, "--data", data,
+       "--out", earlier, "--format", "md")  # fmt: skip
+    before_sheet = (earlier / "clients" / "acme.md").read_text()
+    # each end of the bridge reads as that month's own sheet shows it (one rounding per run)
+    total = re.search(r"^\| \*\*Total\*\* \| \*\*([-0-9.]+) ", sheet, flags=re.M)
+    now = re.search(r"^> \| 2026-10 \(this period\) \| ([-0-9.]+) \|", sheet, flags=re.M)
+    assert total and now and now.group(1) == total.group(1), (total, now)
+    then = re.search(r"^> \| 2026-09, revision 2 \(last period\) \| ([-0-9.]+) \|", sheet,
+                     flags=re.M)  # fmt: skip
+    then_total = re.search(r"^\| \*\*Total\*\* \| \*\*([-0-9.]+) ", before_sheet, flags=re.M)
+    assert then and then_total
+    if len(then.group(1)) == len(then_total.group(1)):  # shown at the same decimals
+        assert then.group(1) == then_total.group(1)
     engine.dispose()
 
 

@@ -295,6 +295,11 @@ class PackBridges:
     vs_revision: int | None = None
     """The issued revision of the previous period compared with (the store's bridges; ``None``
     from files, where there are no revisions)."""
+    early_shown: dict[str, int] | None = None
+    """Each client's previous-period figure as that period's own pages show it (its run's one
+    rounding, :mod:`tenantcost.report.rounding`), in units of ``10**-early_places``; ``None``
+    from files, where the previous period's pages are another pack's."""
+    early_places: int | None = None
 
     def client_parts(self, client: str) -> pd.DataFrame:
         start, end = self.spans.get(client, (0, 0))
@@ -363,12 +368,26 @@ def _signed(units: int, places: int) -> str:
     return ("+" if units > 0 else "") + format_units(units, places)
 
 
+def _shown_end(
+    shown: dict[str, int] | None, shown_places: int | None, client: str, exact: int, places: int
+) -> int:
+    """A period's figure as its pages show it when known at ``places``, else rounded alone."""
+    if shown is not None and shown_places == places and client in shown:
+        return int(shown[client])
+    return round_for_display([exact], places)[0]
+
+
 def bridge_notice(
-    pb: PackBridges, client: str, places: int
+    pb: PackBridges, client: str, places: int, late_shown: int | None = None
 ) -> tuple[str, str, list[tuple[str, str, str]]] | None:
     """A sheet's bridge: (title, text, rows of label, amount, effect), the largest parts
     first, rounded for display so the rows add up to the shown change; ``None`` when the
-    client is not in both periods."""
+    client is not in both periods.
+
+    Its two ends read as the two periods' pages show them: ``late_shown`` (this period's
+    displayed figure, the sheet's total) and the previous period's from
+    :attr:`PackBridges.early_shown` when it was shown at the same decimals; an end not given
+    is its exact amount rounded alone."""
     if client not in pb.amounts.index or client not in pb.spans:
         return None
     row = pb.amounts.loc[client]
@@ -380,8 +399,9 @@ def bridge_notice(
     amounts = [int(v) for v in shown["amount"].tolist()]
     if len(rest):
         amounts.append(int(rest["amount"].sum()))
-    ends = [round_for_display([early], places)[0], round_for_display([late], places)[0]]
-    try:  # each end is rounded alone (as the sheet's total): the parts add up to their change
+    ends = [_shown_end(pb.early_shown, pb.early_places, client, early, places),
+            round_for_display([late], places)[0] if late_shown is None else late_shown]  # fmt: skip
+    try:  # the parts add up to the change between the two ends as shown
         units = round_for_display(amounts, places, total=ends[1] - ends[0])
     except ValueError:
         units = round_for_display(amounts, places)

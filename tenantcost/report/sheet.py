@@ -396,7 +396,8 @@ def _notices(
 
 def _bridge(pack: ReportPack, client: str, redact: Callable[[str], str]) -> list[NoticeView]:
     """The bridge from last period (``explain``'s parts), when the pack has both periods."""
-    found = bridge_notice(pack.bridges, client, pack.places) if pack.bridges else None
+    shown = pack.shown.by_key[RULE].get(client)  # the sheet's total: the bridge ends there
+    found = bridge_notice(pack.bridges, client, pack.places, shown) if pack.bridges else None
     if found is None:
         return []
     title, text, rows = found

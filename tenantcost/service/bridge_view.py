@@ -19,7 +19,7 @@ out of them), like every other free text (:func:`tenantcost.service.figures.read
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from html import escape
 from typing import Any
 
@@ -32,6 +32,7 @@ from tenantcost.service.figures import reader_text
 from tenantcost.service.permissions import Principal
 from tenantcost.store.data import DataDir
 from tenantcost.store.month_bridge import ClientBridge, client_bridge
+from tenantcost.store.shown import RunShown, run_shown
 
 
 def bridge_document(
@@ -96,7 +97,12 @@ def bridge_view(
     if found is None:
         return None
     currency = _currency(engine, run_id)
-    notice = bridge_notice(_one_client(found, client, month, currency), client, places)
+    pb = _one_client(found, client, month, currency)
+    before = run_shown(engine, found.previous.run_id)  # each end as its own pages show it
+    now = run_shown(engine, run_id)
+    pb = replace(pb, early_shown=_own(before, client), early_places=before.places)
+    late = now.amount(client) if now.places == places else None
+    notice = bridge_notice(pb, client, places, late)
     if notice is None:
         return None
     redact = reader_text(engine, principal, client)
@@ -105,6 +111,12 @@ def bridge_view(
     compared = f"Compared with {found.previous.month}, revision {found.previous.revision}"
     svg = bridge_chart(f"{client}: from {found.previous.month} to {month}", shown, currency)
     return BridgeView(redact(title), compared, redact(text), shown, svg)
+
+
+def _own(shown: RunShown, client: str) -> dict[str, int]:
+    """The client's own displayed figure of a run (never another client's)."""
+    amount = shown.amount(client)
+    return {} if amount is None else {client: amount}
 
 
 def _currency(engine: Engine, run_id: str) -> str:

@@ -37,6 +37,7 @@ from sqlalchemy import Connection, Engine, Row, func, select
 from tenantcost.collect import CostInput
 from tenantcost.errors import InputError
 from tenantcost.inputs import Inputs
+from tenantcost.report.changes import PackBridges
 from tenantcost.report.pack import ReportPack, assemble_pack
 from tenantcost.report.provenance import InputFile, Provenance, generation_time
 from tenantcost.report.statement import ClientRestatement, StatementKind, StatementNote
@@ -45,14 +46,14 @@ from tenantcost.store.batches import withdrawn_before
 from tenantcost.store.cycle import issued_revision, statements
 from tenantcost.store.data import DataDir, Store
 from tenantcost.store.models import Batch, MonthEvent, Run, RunInput, table
-from tenantcost.store.month_bridge import month_bridges
+from tenantcost.store.month_bridge import month_bridges, previous_issued
 from tenantcost.store.report_figures import (
     StoredResult,
     compute_pack_figures,
     load_pack_figures,
     load_run,
 )
-from tenantcost.store.shown import RunShown, compute_shown
+from tenantcost.store.shown import RULE, RunShown, compute_shown, run_shown
 from tenantcost.tables import empty_costs
 from tenantcost.timefmt import iso_z_seconds
 from tenantcost.windows import Period
@@ -232,6 +233,18 @@ class StoredStatement:
     chosen: Chosen
 
 
+def _with_early_shown(engine: Engine, bridges: PackBridges | None) -> PackBridges | None:
+    """The bridges with the previous month's figures as its own pages show them, so the
+    notice's "last period" reads what that month's sheet reads."""
+    previous = previous_issued(engine, bridges.month) if bridges is not None else None
+    if bridges is None or previous is None:
+        return bridges
+    shown = run_shown(engine, previous.run_id)
+    early = shown.clients[RULE] if RULE in shown.clients else pd.Series(dtype="int64")
+    figures = dict(zip(early.index.astype(str), early.astype("int64").tolist(), strict=True))
+    return replace(bridges, early_shown=figures, early_places=shown.places)
+
+
 def load_statement(
     engine: Engine,
     month: str,
@@ -266,7 +279,7 @@ def load_statement(
         figures = compute_pack_figures(Store(engine, data), stored)
     # the bridge against the previous month's latest issued revision (cached per run pair)
     bridges = month_bridges(engine, month, chosen.run_id, stored.result.currency, data)
-    figures = replace(figures, bridges=bridges)
+    figures = replace(figures, bridges=_with_early_shown(engine, bridges))
     inputs = Inputs(
         Path(stored.rules_origin),
         stored.ruleset,
