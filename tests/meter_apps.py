@@ -117,6 +117,13 @@ def _flask() -> Any:
         burn(float(request.args.get("ms", "0")) / 1000)
         return "ok"
 
+    @web.after_request
+    def slow_close(response: Any) -> Any:  # werkzeug calls it from the body's close()
+        seconds = float(request.args.get("close_ms", "0")) / 1000
+        if seconds:
+            response.call_on_close(lambda: time.sleep(seconds))
+        return response
+
     return web
 
 

@@ -10,7 +10,11 @@ live meter's cells, then does what the previous handler would have done:
   handler and raising SIGTERM again, which skips ``atexit``;
 * SIG_IGN: nothing more (the signal stays ignored);
 * SIG_DFL (or a handler Python cannot call): the default handler is restored and the signal
-  sent again, so the process dies of SIGTERM as it would have without the meter.
+  sent again, so the process dies of SIGTERM as it would have without the meter. Before the
+  flush, the handler waits up to ``DRAIN_SECONDS`` for the WSGI responses already begun to be
+  closed: a server such as waitress writes the response, and the client has its answer,
+  before it closes the body where the request is counted; without the wait an answered
+  request could die uncounted.
 
 A handler interrupts the main thread between two bytecodes, possibly inside the meter's own
 lock; it then does not wait for itself: the termination is deferred to the moment that
@@ -23,6 +27,7 @@ import atexit
 import os
 import signal
 import threading
+import time
 import weakref
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -39,6 +44,9 @@ _lock = threading.Lock()
 
 LOCK_SECONDS = 1.0
 """How long the handler waits for a flusher thread to finish spooling what it drained."""
+
+DRAIN_SECONDS = 2.0
+"""How long a SIGTERM about to kill the process waits for begun WSGI responses to close."""
 
 
 def register(meter: Meter) -> None:
@@ -73,10 +81,12 @@ def _at_exit() -> None:
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     global _kill_pending
     complete = True
+    previous = _previous
+    if not callable(previous) and previous != signal.SIG_IGN:
+        _drain(time.monotonic() + DRAIN_SECONDS)
     for meter in list(_meters):
         meter._terminating = True
         complete = meter._flush_at_exit(lock_seconds=LOCK_SECONDS) and complete
-    previous = _previous
     if callable(previous):
         previous(signum, frame)
     elif previous == signal.SIG_IGN:
@@ -85,6 +95,13 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
         _die(signum)
     else:
         _kill_pending = signum
+
+
+def _drain(deadline: float) -> None:
+    """Until ``deadline``, let the server's threads close the responses they began (a request
+    served by the interrupted main thread itself cannot close: the wait then runs out)."""
+    while any(meter._open > 0 for meter in list(_meters)) and time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
 def kill_if_pending() -> None:

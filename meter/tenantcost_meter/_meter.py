@@ -69,6 +69,8 @@ class Meter:
         self._flush_lock = threading.Lock()  # a drained batch is submitted before the next
         self._terminating = False
         self._closed = False
+        self._open = 0  # WSGI responses begun and not yet closed (see _lifecycle's drain)
+        self._open_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._start_flusher()
@@ -128,6 +130,14 @@ class Meter:
         _lifecycle.unregister(self)
 
     # -- inside the meter ------------------------------------------------------------------
+
+    def _opened(self) -> None:
+        with self._open_lock:
+            self._open += 1
+
+    def _closed_one(self) -> None:
+        with self._open_lock:
+            self._open -= 1
 
     def _add(self, service: str, client: str, requests: int, cpu: float, nbytes: int) -> None:
         """A measurement, in the cell of the hour now (the hour the request completed)."""

@@ -41,10 +41,12 @@ class MeteredWSGI:
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         start = thread_time()
         client = self.client(environ)
+        self.meter._opened()
         try:
             body = self.app(environ, start_response)
         except BaseException:
             self.meter._add(self.meter.service, client, 1, thread_time() - start, 0)
+            self.meter._closed_one()
             raise
         return _Body(self.meter, client, body, start)
 
@@ -92,4 +94,7 @@ class _Body:
         # thread_time is per thread: a server that ended the body in another thread than the
         # call's would give a meaningless difference, so only the same thread's is counted
         cpu = thread_time() - self.start if threading.get_ident() == self.thread else 0.0
-        self.meter._add(self.meter.service, self.client, 1, cpu, self.nbytes)
+        try:
+            self.meter._add(self.meter.service, self.client, 1, cpu, self.nbytes)
+        finally:
+            self.meter._closed_one()
