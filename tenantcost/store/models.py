@@ -59,6 +59,7 @@ from sqlalchemy import (
     Dialect,
     Double,
     Index,
+    Integer,
     LargeBinary,
     MetaData,
     Table,
@@ -802,6 +803,45 @@ class MonthBridgePart(StoreModel, table=True):
     key: str = Field(sa_type=Text)
     amount: int = Field(sa_type=BigInteger)
     reason: str = Field(sa_type=Text)
+
+
+WATCH_STATUSES = ("below", "within", "above", "no_budget")
+"""A client's projection against its budget band (:class:`tenantcost.watch.BudgetStatus`)."""
+
+
+class WatchSnapshot(StoreModel, table=True):
+    """One ``tenantcost watch`` run on a month (0021): when it looked (``as_of``), whether the
+    month was closed then, and the month-level part of its answer (``document``: the JSON
+    contract without the per-client lists; :mod:`tenantcost.store.watch_snapshots`)."""
+
+    __tablename__ = "watch_snapshot"
+    __table_args__ = _table_args(Index("ix_watch_snapshot_month_id", "month", "id"))
+
+    id: int | None = Field(default=None, primary_key=True)
+    month: str = Field(max_length=7)
+    as_of: datetime = Field(sa_type=UTCDateTime)
+    computed_at: datetime = Field(sa_type=UTCDateTime, default_factory=utcnow)
+    actor: str = Field(sa_type=Text)
+    month_closed: bool = Field(sa_type=Boolean)
+    currency: str = Field(max_length=3)
+    document: str = Field(sa_type=Text)
+
+
+class WatchEntry(StoreModel, table=True):
+    """One client's part of a watch run: the columns a list sorts and filters on, and
+    ``entry``, the client's object of the JSON contract with its own ``anomalies``,
+    ``rule_changes`` and ``warnings`` (JSON), so a reader of one client reads one row."""
+
+    __tablename__ = "watch_entry"
+    __table_args__ = _table_args(("status", _in("status", WATCH_STATUSES)))
+
+    snapshot_id: int = Field(foreign_key="watch_snapshot.id", primary_key=True)
+    client: str = Field(primary_key=True, sa_type=Text)
+    status: str = Field(max_length=16)
+    month_to_date: int = Field(sa_type=BigInteger)
+    projected: int = Field(sa_type=BigInteger)
+    anomalies: int = Field(sa_type=Integer)
+    entry: str = Field(sa_type=Text)
 
 
 def table(model: type[StoreModel]) -> Table:

@@ -29,6 +29,7 @@ from pydantic import ValidationError
 
 from tenantcost.config.base import Strict
 from tenantcost.config.otlp import OtlpSettings
+from tenantcost.config.watch import AlertSettings, WatchSettings
 from tenantcost.errors import InputError
 
 ENV_DB = "TENANTCOST_DB"
@@ -51,6 +52,10 @@ class SettingsFile(Strict):
     """The service's session secret (``tenantcost serve``; TENANTCOST_SECRET wins)."""
     otlp: OtlpSettings | None = None
     """``POST /v1/metrics``: which OTLP metrics are which usage columns."""
+    watch: WatchSettings | None = None
+    """``tenantcost watch``: the anomaly method's parameters."""
+    alerts: AlertSettings | None = None
+    """``tenantcost watch --notify``: destinations and routes."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,10 @@ class StoreSettings:
     """The settings file's ``secret`` (the service reads TENANTCOST_SECRET first)."""
     otlp: OtlpSettings = field(default_factory=OtlpSettings)
     """The settings file's ``otlp:`` section (its defaults without one)."""
+    watch: WatchSettings = field(default_factory=WatchSettings)
+    """The settings file's ``watch:`` section (its defaults without one)."""
+    alerts: AlertSettings | None = None
+    """The settings file's ``alerts:`` section (None: ``--notify`` has nowhere to send)."""
 
     @property
     def sqlite_path(self) -> Path | None:
@@ -165,10 +174,12 @@ def resolve_settings(
     settings_file = settings or (Path(env[ENV_SETTINGS]) if env.get(ENV_SETTINGS) else None)
     file_db = file_data = file_secret = None
     otlp = OtlpSettings()
+    watch, alerts = WatchSettings(), None
     if settings_file is not None:
         parsed = _read_file(settings_file)
         file_secret = parsed.secret
         otlp = parsed.otlp or otlp
+        watch, alerts = parsed.watch or watch, parsed.alerts
         file_db, file_data = _relative_to(settings_file.parent, parsed.db, parsed.data)
     db_value, db_origin = _first(
         (db, "--db"), (env.get(ENV_DB), ENV_DB), (file_db, f"{settings_file}: db")
@@ -179,11 +190,11 @@ def resolve_settings(
         (data, "--data"), (env.get(ENV_DATA), ENV_DATA), (file_data, f"{settings_file}: data")
     )
     resolved = StoreSettings(url, data_value, db_origin, data_origin or "--data default",
-                             settings_file, file_secret, otlp)  # fmt: skip
+                             settings_file, file_secret, otlp, watch, alerts)  # fmt: skip
     if data_value is None and resolved.sqlite_path is not None:
         folder = resolved.sqlite_path.parent / DATA_FOLDER
         resolved = StoreSettings(url, str(folder), db_origin, "--data default", settings_file,
-                                 file_secret, otlp)  # fmt: skip
+                                 file_secret, otlp, watch, alerts)  # fmt: skip
     return resolved
 
 
