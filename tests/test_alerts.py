@@ -217,6 +217,20 @@ def test_a_spike_reaches_its_account_manager_signed_with_its_figures(engine, rec
     with pytest.raises(AssertionError):
         verify(tampered)
     assert signature(SECRETS["TC_ALICE"], got.body) == got.headers["X-Tenantcost-Signature"]
+    documented = documented_verify()
+    header = got.headers["X-Tenantcost-Signature"]
+    assert documented(got.body, header, SECRETS["TC_ALICE"])
+    assert not documented(tampered.body, header, SECRETS["TC_ALICE"])
+    assert not documented(got.body, header, SECRETS["TC_BOB"])
+
+
+def documented_verify() -> Any:
+    """The receiver's check as docs/alerts.md gives it (its one Python block)."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "alerts.md").read_text()
+    (code,) = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+    space: dict[str, Any] = {}
+    exec(compile(code, "docs/alerts.md", "exec"), space)
+    return space["verify"]
 
 
 def test_one_delivery_per_alert_across_three_runs(engine, receiver):
