@@ -28,14 +28,16 @@ import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, Envelope, LoginPassword
 from sqlalchemy import Engine, update
+from typer.testing import CliRunner
 
 from tenantcost.alerts import AlertKind, alerts, status_key
+from tenantcost.cli import app
 from tenantcost.config.watch import AlertSettings
 from tenantcost.errors import InputError
 from tenantcost.store.alert_deliveries import Delivery, claim, month_deliveries
 from tenantcost.store.engine import open_engine
 from tenantcost.store.models import AlertDelivery, table, utcnow
-from tenantcost.store.notify import NotifyReport, notify, signature
+from tenantcost.store.notify import NotifyReport, notify, routing_catalog, signature
 from tenantcost.store.schema import upgrade
 from tenantcost.store.settings import resolve_settings
 from tenantcost.watch import anomaly_id
@@ -46,6 +48,7 @@ MONTH = "2026-11"
 AS_OF = "2026-11-12T00:00:00Z"
 SECRETS = {"TC_ALICE": "alice-secret-ü", "TC_BOB": "bob-secret", "TC_FIN": "finance-secret"}
 BACKOFF = 0.01
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "saas-three-clients"
 
 
 # --- a real HTTP receiver ------------------------------------------------------------------
@@ -487,3 +490,32 @@ def test_a_claim_held_by_another_run_is_left_until_it_is_stale(engine):
         connection.execute(update(t).where(t.c.alert_key == "claim-key").values(
             last_attempt_at=utcnow() - timedelta(minutes=16)))  # fmt: skip
     assert claim(engine, [mine]).mine == [mine]
+
+
+def test_routes_by_the_stored_catalog(tmp_path: Path, receiver: Receiver):
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    where = ["--db", url, "--data", str(tmp_path / "data")]
+    assert CliRunner().invoke(app, ["db", "upgrade", *where]).exit_code == 0
+    store = open_engine(resolve_settings(db=url, environ={}))
+    assert routing_catalog(store) is None  # no catalog yet
+    for command in (["rules", "load", str(EXAMPLE / "rules.yaml")],
+                    ["catalog", "load", str(EXAMPLE / "catalog.csv")]):  # fmt: skip
+        done = CliRunner().invoke(app, [*command, *where])
+        assert done.exit_code == 0, done.output
+    settings = AlertSettings.model_validate(
+        {
+            "destinations": {
+                "am-dana": {"webhook": receiver.url("/alice"), "secret_env": "TC_ALICE"}
+            },
+            "routes": [{"column": "account_manager", "value": "Dana Smith", "to": ["am-dana"]}],
+        }
+    )
+    doc = document([client(c, "within", 1, 2) for c in ("client-a", "client-b", "client-c")],
+                   [anomaly(c, "2026-11-09", 9_000_000, 1_000_000)
+                    for c in ("client-a", "client-b", "client-c")])  # fmt: skip
+    report = notify(store, settings, doc, month_closed=False, catalog=routing_catalog(store),
+                    environ=SECRETS, backoff=BACKOFF)  # fmt: skip
+    store.dispose()
+    assert (report.sent, report.unrouted) == (2, 1)
+    got = sorted((verify(g)["client"], g.payload["client_name"]) for g in receiver.take())
+    assert got == [("client-a", "Acme Analytics"), ("client-b", "Bolt Imports")]

@@ -54,7 +54,8 @@ LATER = (REPORT_TABLES | SERVICE_TABLES | WEB_TABLES | CATALOG_TABLES | WITHDRAW
 TABLES = {"store_meta", "rule_file", "rule_version", "batch", "batch_cell", "batch_file",
           *RUN_TABLES, *CYCLE_TABLES, *SERVICE_TABLES, *REPORT_TABLES, *WEB_TABLES,
           *CATALOG_TABLES, *WITHDRAW_TABLES, *BILLING_TABLES, *OTLP_TABLES,
-          *COMPACTION_TABLES, *BRIDGE_TABLES, *SHEET_TABLES, *WATCH_TABLES, *ALERT_TABLES}  # fmt: skip
+          *COMPACTION_TABLES, *BRIDGE_TABLES, *SHEET_TABLES, *WATCH_TABLES,
+          *ALERT_TABLES}  # fmt: skip
 HEAD = "0023"
 BATCH_TABLES = {"batch", "batch_cell", "batch_file"}
 runner = CliRunner()
@@ -86,7 +87,8 @@ def assert_one_line_refusal(result, *fragments: str) -> str:
 def test_the_migrations_form_one_chain_ending_at_head():
     assert known_revisions() == {"0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008",
                                  "0009", "0010", "0011", "0012", "0013", "0014",
-                                 "0015", "0016", "0017", "0018", "0020", "0021", "0023"}  # fmt: skip
+                                 "0015", "0016", "0017", "0018", "0020", "0021",
+                                 "0023"}  # fmt: skip
     assert head_revision() == HEAD
 
 

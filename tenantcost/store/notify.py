@@ -51,6 +51,7 @@ from tenantcost.alerts import Alert, alerts
 from tenantcost.config.watch import AlertSettings, Destination, SmtpSettings
 from tenantcost.errors import InputError
 from tenantcost.store.alert_deliveries import Delivery, claim, finish
+from tenantcost.store.catalog import stored_catalog
 
 ATTEMPTS = 3
 """Tries of one delivery within a run (then it is ``failed``, tried again next run)."""
@@ -175,6 +176,15 @@ def notify(
     return NotifyReport(month, False, len(found), unrouted, tuple(reports.values()))
 
 
+def routing_catalog(engine: Engine) -> pd.DataFrame | None:
+    """The store's client catalog frame, for routes by catalog column (None: the store has
+    none; :func:`notify` then refuses such a route with one line)."""
+    try:
+        return stored_catalog(engine).frame
+    except InputError:  # the store has no catalog: its only InputError
+        return None
+
+
 def _deliveries(found: Sequence[Alert], settings: AlertSettings) -> list[Delivery]:
     """One delivery per alert, destination and channel (a destination may have both)."""
     wanted: dict[tuple[str, str, str], Delivery] = {}
@@ -230,8 +240,9 @@ def _deliver(delivery: Delivery, alert: Alert, settings: AlertSettings,
             outcome = _webhook(destination, alert, environ, backoff)
         else:
             outcome = _email(destination, delivery.destination, alert, settings, environ, backoff)
-    except BaseException:
-        finish(engine, delivery, sent=False, attempts=1, error="interrupted", wait=wait)
+    except BaseException as exc:
+        error = f"interrupted ({type(exc).__name__})"
+        finish(engine, delivery, sent=False, attempts=1, error=error, wait=wait)
         raise
     finish(engine, delivery, sent=outcome.ok, attempts=outcome.attempts, error=outcome.error,
            wait=wait)  # fmt: skip
@@ -267,6 +278,8 @@ def _webhook(destination: Destination, alert: Alert, environ: Mapping[str, str],
                                    timeout=TIMEOUT, allow_redirects=False)  # fmt: skip
         except (requests.ConnectionError, requests.Timeout) as exc:
             error = f"connection failed ({type(exc).__name__})"
+        except requests.RequestException as exc:  # a broken answer: not worth a retry now
+            return _Outcome(False, attempt, f"request failed ({type(exc).__name__})")
         else:
             if 200 <= answer.status_code < 300:
                 return _Outcome(True, attempt, None)
