@@ -459,10 +459,13 @@ def test_settings_mistakes_are_one_line_before_anything_is_claimed(engine, recei
                    [anomaly("mistake-c", "2026-11-11", 9_000_000, 1_000_000)])  # fmt: skip
     with pytest.raises(InputError, match=r"--notify needs an `alerts:` section"):
         run(engine, None, doc)
-    with pytest.raises(InputError, match=r"alerts.destinations.am-bob.secret_env: the "
-                                         r"environment variable TC_BOB is not set"):  # fmt: skip
+    with pytest.raises(InputError, match=r"alerts.destinations.am-alice.secret_env: the "
+                                         r"environment variable TC_ALICE is not set"):  # fmt: skip
         notify(engine, hooks(receiver, bob_clients=["mistake-c"]), doc, month_closed=False,
                catalog=catalog({}), environ={})  # fmt: skip
+    with pytest.raises(InputError, match=r"TC_FIN is not set"):  # also with nothing to send
+        notify(engine, hooks(receiver), document([], []), month_closed=False,
+               catalog=catalog({}), environ={"TC_ALICE": "a", "TC_BOB": "b"})  # fmt: skip
     with pytest.raises(
         InputError,
         match=r"alerts.routes\[0\] routes by the catalog column "

@@ -154,10 +154,10 @@ def notify(
     month = str(document["month"])
     if month_closed:
         return NotifyReport(month, True, 0, 0, ())
+    _check_secrets(set(settings.destinations), settings, environ)
     found = alerts(document, catalog, settings)
     by_key = {a.key: a for a in found}
     wanted = _deliveries(found, settings)
-    _check_secrets({d.destination for d in wanted}, settings, environ)
     claimed = claim(engine, wanted, wait=wait)
     reports = {name: DestinationReport(name) for name in sorted({d.destination for d in wanted})}
     for d in claimed.already_sent:
@@ -203,7 +203,8 @@ def _deliveries(found: Sequence[Alert], settings: AlertSettings) -> list[Deliver
 
 
 def _check_secrets(used: set[str], settings: AlertSettings, environ: Mapping[str, str]) -> None:
-    """Every secret the run will need is set, before anything is claimed."""
+    """Every destination's secrets are set, before anything is claimed: checked at every run,
+    alerts or not, so a mistake shows on the CronJob's first run, not at the first spike."""
     for name in sorted(used):
         destination = settings.destinations[name]
         if destination.webhook:
