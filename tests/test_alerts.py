@@ -265,7 +265,12 @@ def test_one_delivery_per_alert_across_three_runs(engine, receiver):
         "once-a Ltd (2026-11): projected 0.00 USD is above the budget band 0.00 USD to 0.00 USD "
         f"(month to date 0.00 USD as of {AS_OF}, not issued)"
     )
-    assert "3 alert(s); 0 sent, 6 already sent, 0 failed" in reports[2].summary()
+    assert reports[2].summary() == (
+        "notify 2026-11: 3 alert(s); 0 sent, 6 already sent, 0 failed\n"
+        "  am-alice: 0 sent, 2 already sent, 0 failed\n"
+        "  am-bob: 0 sent, 1 already sent, 0 failed\n"
+        "  finance: 0 sent, 3 already sent, 0 failed"
+    )
 
 
 def test_a_failed_delivery_is_retried_within_the_run_and_at_the_next(engine, receiver):

@@ -123,8 +123,9 @@ class NotifyReport:
         ]
         for d in self.destinations:
             errors = f" ({'; '.join(sorted(set(d.errors)))})" if d.errors else ""
+            busy = f", {d.busy} being sent by another run" if d.busy else ""
             lines.append(f"  {d.destination}: {d.sent} sent, {d.already_sent} already sent, "
-                         f"{d.failed} failed{errors}")  # fmt: skip
+                         f"{d.failed} failed{busy}{errors}")  # fmt: skip
         return "\n".join(lines)
 
 
