@@ -30,6 +30,21 @@ is flagged when |score| >= ``threshold`` and |amount - median| >= ``min_amount``
 least ``min_days`` baseline days. A day without usage is a gap (a ``no_usage`` warning),
 never a drop, and never part of a baseline.
 
+Where the issue is silent, :func:`score_days` decides:
+
+* the trailing window of day d is the ``window_days`` days d - window_days .. d - 1 (the
+  scored day is not part of its own baseline);
+* a day's split is compared by its ``split`` string only: a new rule version that gives the
+  same string does not interrupt the baseline, any other string restarts it;
+* a day with a row but no usage (a line the client carries without usage rows) is a gap and
+  may still be a spike (its money is real), never a drop; a day with no row is never scored;
+* a gap is reported only for a client-source with usage on some day of its trailing window
+  (under any split): a source the client stopped using two weeks ago is not a gap;
+* the scale's floor is one micro-unit where the formula gives 0 (a baseline of zeros with
+  ``min_amount`` 0): the data's resolution, and a score is always finite;
+* the arithmetic is on integers (medians x 2, MADs x 4, 1.4826 as 14826/10000), so a flag
+  does not depend on float rounding and scaling every amount by k keeps every score.
+
 An anomaly's id is a hash of client, source, day and kind (:func:`anomaly_id`): the same
 finding has the same id on every run, so ``--notify`` sends it once.
 """
