@@ -318,20 +318,22 @@ def test_band_status_exact_and_vectorised():
 
 SMALL = WatchParams(window_days=5, min_days=2, threshold=2.0, min_amount=10)
 KEYS = st.tuples(
-    st.sampled_from(["a", "b", "ç"]), st.sampled_from(["api", "import-worker"]), st.integers(0, 11)
+    st.sampled_from(["a", "ç"]), st.sampled_from(["api", "import"]), st.integers(0, 11)
 )
 
 
 def daily_rows(amounts: st.SearchStrategy[int]) -> st.SearchStrategy[list]:
+    """Dense small months: mostly steady days with usage under split x, some outliers."""
     values = st.tuples(
-        amounts, st.sampled_from(["x", "x", "x", "y"]), st.booleans() | st.just(True)
+        amounts, st.sampled_from(["x", "x", "x", "x", "y"]), st.sampled_from([True] * 5 + [False])
     )
-    return st.dictionaries(KEYS, values, max_size=50).map(
+    return st.dictionaries(KEYS, values, min_size=15, max_size=48).map(
         lambda d: [(c, s, n, a, sp, u) for (c, s, n), (a, sp, u) in d.items()]
     )
 
 
-AMOUNTS = st.integers(-50, 500) | st.sampled_from([0, 5_000, 100_000])
+STEADY = st.integers(95, 105)
+AMOUNTS = st.one_of(STEADY, STEADY, STEADY, st.integers(-50, 500), st.sampled_from([0, 5_000]))
 
 
 @settings(max_examples=60, deadline=None)
@@ -361,7 +363,7 @@ def test_row_order_does_not_change_the_answer(rows, data):
 
 
 @settings(max_examples=40, deadline=None)
-@given(daily_rows(st.integers(1, 10**6)), st.integers(2, 1000))
+@given(daily_rows(st.integers(1, 10**6) | STEADY), st.integers(2, 1000))
 def test_scaling_all_amounts_keeps_the_flags(rows, k):
     params = WatchParams(5, 2, 2.0, 0)
     scaled = [(c, s, n, a * k, sp, u) for c, s, n, a, sp, u in rows]
