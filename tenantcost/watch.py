@@ -239,13 +239,15 @@ def _grid(daily: pd.DataFrame, first: int, last: int) -> _Grid:
     day = _day_numbers(daily["day"])
     rows = daily.loc[(day >= first) & (day <= last)]
     pos = day[(day >= first) & (day <= last)] - first
-    keys = pd.MultiIndex.from_arrays([rows["client"].astype(str), rows["source"].astype(str)])
-    codes, uniques = keys.factorize(sort=True)
+    client_codes, clients = pd.factorize(rows["client"].astype(str), sort=True)
+    source_codes, sources = pd.factorize(rows["source"].astype(str), sort=True)
+    pair = client_codes.astype("int64") * max(len(sources), 1) + source_codes
+    codes, pairs = pd.factorize(pair, sort=True)  # sorted pairs: by client, then source
     n_days = last - first + 1
     cell = codes.astype("int64") * n_days + pos
-    if len(np.unique(cell)) != len(cell):
+    if len(cell) and np.bincount(cell).max() > 1:
         raise ValueError("daily figures have two rows for one client, source and day")
-    shape = (len(uniques), n_days)
+    shape = (len(pairs), n_days)
     amount = np.full(shape, np.nan)
     amount[codes, pos] = rows["amount"].to_numpy(dtype="int64")
     usage = np.zeros(shape, dtype=bool)
@@ -253,8 +255,8 @@ def _grid(daily: pd.DataFrame, first: int, last: int) -> _Grid:
     split = np.full(shape, -1, dtype="int64")
     split[codes, pos] = pd.factorize(rows["split"].astype(str))[0]
     return _Grid(
-        clients=np.asarray(uniques.get_level_values(0), dtype=object),
-        sources=np.asarray(uniques.get_level_values(1), dtype=object),
+        clients=np.asarray(clients, dtype=object)[pairs // max(len(sources), 1)],
+        sources=np.asarray(sources, dtype=object)[pairs % max(len(sources), 1)],
         amount=amount,
         usage=usage,
         split=split,

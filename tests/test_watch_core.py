@@ -129,7 +129,7 @@ def test_generated_month_flags_exactly_the_spike(month):
     got = score_days(frame(month), scored_days(0, 14), params)
     assert list(got.anomalies.columns) == list(ANOMALY_COLUMNS)
     assert found(got.anomalies) == {("c017", "import-worker", "2026-11-09", "spike")}
-    want, want_gaps = reference(month, range(0, 15), params)
+    want, _ = reference([r for r in month if r[:2] == SPIKE[:2]], range(0, 15), params)
     _kind, amount, baseline, score = want[("c017", "import-worker", "2026-11-09")]
     row = got.anomalies.iloc[0]
     assert (row["amount"], row["baseline"]) == (amount, baseline)
@@ -138,14 +138,10 @@ def test_generated_month_flags_exactly_the_spike(month):
     assert row["id"] == anomaly_id("c017", "import-worker", "2026-11-09", "spike")
     assert list(got.gaps.columns) == list(GAP_COLUMNS)
     gaps = set(got.gaps.itertuples(index=False, name=None))
-    assert (
-        gaps
-        == want_gaps
-        == {
-            ("c099", "import-worker", "2026-11-05"),
-            ("c123", "api", "2026-11-12"),
-        }
-    )
+    assert gaps == {
+        ("c099", "import-worker", "2026-11-05"),
+        ("c123", "api", "2026-11-12"),
+    }
 
 
 def test_split_change_is_what_keeps_the_client_quiet(month):
@@ -336,7 +332,7 @@ STEADY = st.integers(95, 105)
 AMOUNTS = st.one_of(STEADY, STEADY, STEADY, st.integers(-50, 500), st.sampled_from([0, 5_000]))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(daily_rows(AMOUNTS), st.sampled_from([0, 10]))
 def test_agrees_with_the_exact_reference(rows, min_amount):
     params = WatchParams(5, 2, 2.0, min_amount)
@@ -351,7 +347,7 @@ def test_agrees_with_the_exact_reference(rows, min_amount):
         assert row.id == anomaly_id(row.client, row.source, row.day, row.kind)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(daily_rows(AMOUNTS), st.data())
 def test_row_order_does_not_change_the_answer(rows, data):
     order = data.draw(st.permutations(range(len(rows))))
@@ -362,7 +358,7 @@ def test_row_order_does_not_change_the_answer(rows, data):
     assert first.anomalies["id"].is_unique
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(daily_rows(st.integers(1, 10**6) | STEADY), st.integers(2, 1000))
 def test_scaling_all_amounts_keeps_the_flags(rows, k):
     params = WatchParams(5, 2, 2.0, 0)
