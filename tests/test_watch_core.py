@@ -248,6 +248,8 @@ def test_small_moves_and_short_history_are_not_flagged():
     rows += [*steady("b", -6, -1), ("b", "api", 0, 500 * MICRO, "k1", True)]  # 6 days only
     got = score_days(frame(rows), [day(0)], WatchParams())
     assert got.anomalies.empty
+    # a threshold below 1: the score (0.9) passes, the move (0.009 < 0.01) does not
+    assert score_days(frame(rows[:15]), [day(0)], WatchParams(threshold=0.5)).anomalies.empty
     flagged = score_days(frame(rows), [day(0)], WatchParams(min_amount=0, min_days=6))
     assert found(flagged.anomalies) == {
         ("a", "api", "2026-11-01", "spike"),
@@ -256,9 +258,12 @@ def test_small_moves_and_short_history_are_not_flagged():
 
 
 def test_a_source_unused_for_a_whole_window_is_no_gap():
-    rows = steady("a", -20, -15)
+    """Usage up to 20 Oct, then on 3 Nov only: 1-2 Nov have no usage in their window (no
+    gap), 4 Nov has (a gap)."""
+    rows = [*steady("a", -20, -15), ("a", "api", 2, 10 * MICRO, "k1", True)]
     got = score_days(frame(rows), scored_days(0, 3), WatchParams())
-    assert got.gaps.empty and got.anomalies.empty
+    assert got.gaps.to_dict("records") == [{"client": "a", "source": "api", "day": "2026-11-04"}]
+    assert got.anomalies.empty
 
 
 def test_empty_inputs_give_empty_frames():
@@ -333,9 +338,9 @@ AMOUNTS = st.one_of(STEADY, STEADY, STEADY, st.integers(-50, 500), st.sampled_fr
 
 
 @settings(max_examples=40, deadline=None)
-@given(daily_rows(AMOUNTS), st.sampled_from([0, 10]))
-def test_agrees_with_the_exact_reference(rows, min_amount):
-    params = WatchParams(5, 2, 2.0, min_amount)
+@given(daily_rows(AMOUNTS), st.sampled_from([0, 10]), st.sampled_from([0.5, 2.0]))
+def test_agrees_with_the_exact_reference(rows, min_amount, threshold):
+    params = WatchParams(5, 2, threshold, min_amount)
     got = score_days(frame(rows), scored_days(5, 11), params)
     want, want_gaps = reference(rows, range(5, 12), params)
     assert set(got.gaps.itertuples(index=False, name=None)) == want_gaps
