@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -142,3 +143,16 @@ def test_readme_links_resolve():
         if anchor:
             headings = re.findall(r"^#+ (.*)$", target.read_text(encoding="utf-8"), flags=re.M)
             assert anchor in {_github_anchor(h) for h in headings}, f"{path}#{anchor}"
+
+
+def test_idle_example_figures_are_the_commands_outputs():
+    """docs/method.md's sentence on the three idle methods quotes team B's amount under each
+    (keep, even, proportional): each is `allocate`'s figure, rounded to the cent."""
+    figures = r"Team B pays ([\d.]+),\s+([\d.]+)\s+or\s+([\d.]+) USD"
+    said = re.search(figures, PAGES["docs/method.md"])
+    assert said is not None
+    for method, shown in zip(("keep", "even", "proportional"), said.groups(), strict=True):
+        config = ROOT / f"examples/idle-three-teams/rules-{method}.yaml"
+        document = json.loads(_run(["allocate", "--config", str(config), "--format", "json"]))
+        (team_b,) = [c["amount"] for c in document["clients"] if c["client"] == "team-b"]
+        assert str(Decimal(team_b).scaleb(-6).quantize(Decimal("0.01"))) == shown, method
