@@ -2,7 +2,7 @@
 
     python benchmarks/billing_query.py --billing /tmp/b/billing.parquet [--repeat 3]
 
-Issue 21 bounds ``allocate`` with billing data: at most the time of ``allocate`` without it
+The target bounds ``allocate`` with billing data: at most the time of ``allocate`` without it
 plus 3x this query, which groups the same billing file by ``ServiceName``, ``SubAccountId``,
 ``ChargeCategory`` and hour with the ``Tags`` JSON parsed. The query reads every row, parses
 each row's ``Tags`` once (the ``tenant`` and ``aws:eks:cluster-name`` keys, as billed lines

@@ -3,7 +3,7 @@
     python benchmarks/run.py --sections billing                  # small case, 10 M rows
     python benchmarks/run.py --sections billing --billing-rows 1000000 --repeat 1
 
-Issue 21's target, on the 1,000-client month (the ``small`` case: 1,000 clients x 10
+The target, on the 1,000-client month (the ``small`` case: 1,000 clients x 10
 services x 744 h) and a FOCUS 1.2 billing file of ``--billing-rows`` rows for the same hours
 (``benchmarks/billing_data.py``, generated once into ``--data-dir/billing-<rows>/`` and reused
 while its ``meta.json`` matches):
@@ -38,7 +38,7 @@ CASE = "small"
 CLUSTER = "cluster-one"
 RSS_LIMIT = 1.5 * 2**30
 BUDGET_FACTOR = 3
-"""With billing <= without + BUDGET_FACTOR x the plain query (issue 21)."""
+"""With billing <= without + BUDGET_FACTOR x the plain query: the target."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -126,7 +126,7 @@ billing:
 
 
 def has_billing_option(tenantcost: str) -> bool:
-    """Whether the installed ``allocate`` takes ``--billing`` (issue 21's CLI)."""
+    """Whether the installed ``allocate`` takes ``--billing`` (older versions do not)."""
     done = subprocess.run(
         [*shlex.split(tenantcost), "allocate", "--help"], capture_output=True, text=True
     )

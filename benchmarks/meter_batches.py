@@ -1,4 +1,4 @@
-"""The store under meter traffic (issue 23): ``run`` on a month of small ``sum`` batches against
+"""The store under meter traffic: ``run`` on a month of small ``sum`` batches against
 the same usage ingested as one file.
 
     python benchmarks/meter_batches.py                      # 350,000 batches (8 x 30 x 1,440)

@@ -23,7 +23,7 @@ What it does, against a real ``tenantcost serve`` (uvicorn, ``--workers``) on 12
 5. posts usage for December (an open month) through ``POST /api/v1/usage`` (JSON, batches of
    ``--batch`` records) and ``POST /api/v1/usage.parquet``, and reports records per second.
 
-Targets (issue 24): every page and API read p95 <= 200 ms at 10,000 clients, 8 concurrent,
+Targets: every page and API read p95 <= 200 ms at 10,000 clients, 8 concurrent,
 2 workers; a kept PDF sheet p95 <= 300 ms; the first read of a month in a fresh worker
 <= 1 s; zero errors. Prints Markdown tables (and ``--json FILE`` writes the figures) with
 the machine's load average: other processes on the machine slow every figure.

@@ -33,6 +33,12 @@ python3 -m pip install --quiet --disable-pip-version-check -e ./meter
 # (pyenv's) in a venv of its own: created once under /tmp, reused by later runs.
 python3 tests/focus_validator.py
 
+# The documentation site (mkdocs.yml, docs/): strict, so a broken link or anchor, or a page of
+# docs/ missing from the nav, fails the script; built into a temporary folder, not the repository.
+site_dir=$(mktemp -d)
+trap 'rm -rf "$site_dir"' EXIT
+python3 -m mkdocs build --strict --site-dir "$site_dir"
+
 python3 -m ruff check tenantcost tests benchmarks meter
 python3 -m mypy
 python3 -m pytest -q "$@"

@@ -1,6 +1,6 @@
 """Delivery of usage batches: spooled to disk before the first POST, posted in order.
 
-The contract (issue 23: nothing lost, nothing counted twice):
+The contract (nothing lost, nothing counted twice):
 
 - :meth:`Delivery.submit` splits the records into batches of one calendar month each (so a
   closed month refuses only its own part) and of at most :data:`MAX_BATCH_RECORDS` records

@@ -14,6 +14,9 @@
 * :mod:`~tenantcost.cli.run`: the one run sequence (load inputs -> open engine -> allocate
   -> check the cascade) and what each command prints; imported only when a command runs.
 
+Each command's ``--help`` ends with the page of ``docs/`` that documents it
+(:mod:`~tenantcost.cli.help_pages`).
+
 Every user mistake surfaces as one ``error: ...`` line on stderr and exit code 2; warnings
 as ``warning: ...`` lines. ``reconcile`` exits 1 when the cascade does not close.
 """
@@ -25,6 +28,9 @@ from tenantcost.cli import explain as _explain  # noqa: F401  (registers explain
 from tenantcost.cli import service as _service  # noqa: F401  (registers serve and token)
 from tenantcost.cli import store as _store  # noqa: F401  (registers db, rules and ingest)
 from tenantcost.cli.commands import app
+from tenantcost.cli.help_pages import point_help_to_docs
+
+point_help_to_docs(app)  # each command's --help ends with its page of docs/
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""The pricing page, ``/pricing?month=M&by=plan|segment`` (issue 24), and its JSON twin.
+"""The pricing page, ``/pricing?month=M&by=plan|segment``, and its JSON twin.
 
 Product teams price plans on what clients cost. The figures are exactly those of
 ``tenantcost unit-economics --from-db --format json`` (:mod:`tenantcost.economics`, the

@@ -1,4 +1,4 @@
-"""Billing data in the store (issue 21): billing batches, their billing cells, the invoice.
+"""Billing data in the store: billing batches, their billing cells, the invoice.
 
 ``batch.kind`` gains ``billing``: a batch of billing rows (FOCUS or CUR 2.0, stored as the
 reader's canonical columns in Parquet). Its ``batch_cell`` rows are its (BillingPeriodStart,

@@ -1,5 +1,5 @@
 """An index on idempotency_key (key): usage idempotency keys are checked store-wide, across
-tokens (issue 23), so a batch a meter spooled before its token was rotated is replayed when
+tokens, so a batch a meter spooled before its token was rotated is replayed when
 the new token delivers it. The primary key (token_name, key) stays: keys stored per token
 before this revision may repeat across tokens, and a unique index would refuse such a store.
 

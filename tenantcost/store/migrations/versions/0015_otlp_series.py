@@ -1,4 +1,4 @@
-"""OTLP series state (issue 23): the last point of each series ``POST /v1/metrics`` received.
+"""OTLP series state: the last point of each series ``POST /v1/metrics`` received.
 
 A cumulative OTLP point carries its series' total since ``start_unix_nano``: the usage it adds
 is its difference from the previous point, which is kept here (so a restart of the service

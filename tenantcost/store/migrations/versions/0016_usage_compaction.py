@@ -1,4 +1,4 @@
-"""Usage compaction (issue 23): a day's committed usage batches folded into one Parquet file.
+"""Usage compaction: a day's committed usage batches folded into one Parquet file.
 
 A meter posts one small ``sum`` batch per process and minute (about 350,000 a month for 8
 processes); reading a month would open every batch's file and apply the which-rows-count rule

@@ -1,4 +1,4 @@
-"""The month-over-month bridge (issue 24), cached per pair of runs.
+"""The month-over-month bridge, cached per pair of runs.
 
 ``month_bridge`` is one run's bridge against the previous month's run issued at the time
 (unique per pair: a restated previous month is another pair), ``month_bridge_client`` each

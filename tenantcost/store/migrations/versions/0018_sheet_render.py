@@ -1,4 +1,4 @@
-"""Rendered sheets (issue 24): an issued revision's sheets rendered once, in the background.
+"""Rendered sheets: an issued revision's sheets rendered once, in the background.
 
 A PDF sheet takes about a second to render and an issued revision never changes, so each
 revision's sheets are rendered once after close and kept: ``sheet_render`` holds the bodies

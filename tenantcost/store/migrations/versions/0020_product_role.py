@@ -1,4 +1,4 @@
-"""The ``product`` role (issue 24): ``token.role`` may be ``product``.
+"""The ``product`` role: ``token.role`` may be ``product``.
 
 Product teams read every client's issued figures and the pricing page
 (:mod:`tenantcost.service.permissions`); a token of theirs is a ``token`` row like any other,
