@@ -312,11 +312,19 @@ def _micros(cells: pd.Series, raw: RawTable, column: str) -> np.ndarray:
         _fail(raw, unreadable, f"expected an exact decimal amount such as 1250.50, got "
               f"'{value}'", column)  # fmt: skip
     frac = parts["frac"].fillna("")
-    _fail(raw, (frac.str.len() > 6).to_numpy(),
-          f"{column} has more than 6 decimals: amounts are exact to the micro-unit", column)
+    _fail(
+        raw,
+        (frac.str.len() > 6).to_numpy(),
+        f"{column} has more than 6 decimals: amounts are exact to the micro-unit",
+        column,
+    )
     whole = parts["whole"].str.lstrip("0")
-    _fail(raw, (whole.str.len() > _MAX_UNITS_DIGITS).to_numpy(),
-          f"{column} is beyond 999,999,999,999 currency units (a typo?)", column)
+    _fail(
+        raw,
+        (whole.str.len() > _MAX_UNITS_DIGITS).to_numpy(),
+        f"{column} is beyond 999,999,999,999 currency units (a typo?)",
+        column,
+    )
     micros = (whole.where(whole != "", "0").astype("int64") * 1_000_000
               + frac.str.ljust(6, "0").astype("int64"))  # fmt: skip
     negative = (parts["sign"] == "-").to_numpy() & (micros != 0).to_numpy()

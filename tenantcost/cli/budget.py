@@ -45,8 +45,12 @@ def budget_plan_command(
     month: BudgetMonthOpt,
     history: Annotated[
         int,
-        typer.Option("--history", min=1, max=120,
-                     help="Issued months before --month to read (latest revisions)."),
+        typer.Option(
+            "--history",
+            min=1,
+            max=120,
+            help="Issued months before --month to read (latest revisions).",
+        ),
     ] = 6,
     growth: Annotated[
         str | None,
@@ -81,12 +85,12 @@ def budget_plan_command(
     check_format(fmt, FORMATS)
     checked_month(month)
     rates = parse_growth(growth) if growth is not None else None
-    with current_store(resolve_settings(db, data, settings)) as engine:
-        with engine.connect() as connection:
-            currency = store_currency(connection)
-            months = budgets.issued_months(connection, month, history)
-            frame = budgets.issued_history(connection, months)
-            clients = budgets.catalog_clients(connection)
+    resolved = resolve_settings(db, data, settings)
+    with current_store(resolved) as engine, engine.connect() as connection:
+        currency = store_currency(connection)
+        months = budgets.issued_months(connection, month, history)
+        frame = budgets.issued_history(connection, months)
+        clients = budgets.catalog_clients(connection)
     if not months:
         warn(f"no month before {month} is issued (closed) yet: every client is no_history")
     plan = plan_budgets(frame, clients, rates)

@@ -90,9 +90,15 @@ def load_budget(connection: Connection, path: Path, month: str, actor: str) -> L
     version = 1 if latest is None else int(latest.version) + 1
     inserted = connection.execute(
         insert(table(BudgetVersion)).values(
-            month=month, version=version, sha256=digest, origin=str(path), currency=currency,
-            clients=len(frame), loaded_at=utcnow(), actor=actor,
-        )  # fmt: skip
+            month=month,
+            version=version,
+            sha256=digest,
+            origin=str(path),
+            currency=currency,
+            clients=len(frame),
+            loaded_at=utcnow(),
+            actor=actor,
+        )
     ).inserted_primary_key
     assert inserted is not None
     if not frame.empty:
@@ -147,8 +153,12 @@ def issued_history(bind: Engine | Connection, months: list[str]) -> pd.DataFrame
     )
     query = (
         select(s.client, s.month, s.amount)
-        .join(latest, (latest.c.month == s.month) & (latest.c.client == s.client)
-              & (latest.c.revision == s.revision))  # fmt: skip
+        .join(
+            latest,
+            (latest.c.month == s.month)
+            & (latest.c.client == s.client)
+            & (latest.c.revision == s.revision),
+        )
         .order_by(s.client, s.month)
     )
     with connected(bind) as connection:
