@@ -167,24 +167,42 @@ def _rates(frame: pd.DataFrame) -> pd.DataFrame:
     usable = (previous.notna() & (previous != 0)).to_numpy()
     current = frame["amount"].to_numpy()[usable].astype(object)
     before = previous.to_numpy()[usable].astype("int64").astype(object)
-    rate = np.frompyfunc(Fraction, 2, 1)(current, before) - 1 if usable.any() else []
+    rate = np.frompyfunc(Fraction, 2, 1)(current - before, before) if usable.any() else []
     return pd.DataFrame({"client": frame["client"].to_numpy()[usable],
                          "rate": pd.Series(rate, dtype=object)})  # fmt: skip
 
 
 def _group_median(keys: pd.Series, values: pd.Series) -> pd.Series:
-    """The exact median of ``values`` (Fractions) per key: one stable sort by value then by
-    key, the middle one or two rows of each group picked by position."""
+    """The exact median of ``values`` (Fractions) per key: the rows sorted by key then value,
+    the middle one or two rows of each group picked by position."""
     if not len(values):
         return pd.Series(dtype=object)
     frame = pd.DataFrame({"key": keys.to_numpy(), "value": values.to_numpy(dtype=object)})
-    by_value = frame.iloc[np.argsort(frame["value"].to_numpy(), kind="stable")]
-    ordered = by_value.sort_values("key", kind="stable")
+    ordered = frame.iloc[_exact_order(frame["key"], frame["value"])]
     position = ordered.groupby("key", sort=False).cumcount().to_numpy()
     size = ordered.groupby("key", sort=False)["value"].transform("size").to_numpy()
     lower = ordered[position == (size - 1) // 2].set_index("key")["value"]
     upper = ordered[position == size // 2].set_index("key")["value"]
     return (lower + upper.reindex(lower.index)) / 2
+
+
+def _exact_order(keys: pd.Series, values: pd.Series) -> np.ndarray:
+    """Positions ordering the rows by key, then by exact value. The sort runs on the values'
+    doubles (a Fraction's float is correctly rounded, so ``a < b`` gives ``float(a) <=
+    float(b)``: only rows whose doubles tie can be out of order); the few groups where
+    distinct Fractions share a double are then ordered exactly, in Python."""
+    codes = pd.factorize(keys, sort=True)[0]
+    floats = np.array([float(v) for v in values.to_numpy()], dtype="float64")
+    order = np.lexsort((floats, codes))
+    key_o, float_o, value_o = codes[order], floats[order], values.to_numpy()[order]
+    tie = (key_o[1:] == key_o[:-1]) & (float_o[1:] == float_o[:-1])
+    unsure = np.flatnonzero(tie & (value_o[1:] != value_o[:-1]))
+    if unsure.size == 0:
+        return order
+    groups = np.isin(key_o, np.unique(key_o[unsure]))
+    fixed = sorted(np.flatnonzero(groups), key=lambda i: (key_o[i], value_o[i]))
+    order[np.flatnonzero(groups)] = order[fixed]
+    return order
 
 
 def _band(out: pd.DataFrame, default: np.ndarray, fallback: np.ndarray,
