@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import statistics
 from collections.abc import Iterator
@@ -144,7 +145,7 @@ def reference(amounts: list[int], growth: Growth | None = None) -> dict[str, obj
     """The issue's method for one client, written out plainly: exact Fractions, one loop."""
     if not amounts:
         return {"method": "no_history", "low": None, "expected": None, "high": None}
-    rates = [Fraction(b, a) - 1 for a, b in zip(amounts, amounts[1:], strict=False) if a != 0]
+    rates = [Fraction(b, a) - 1 for a, b in itertools.pairwise(amounts) if a != 0]
     if len(amounts) < 3 or not rates:
         mean = Fraction(sum(amounts), len(amounts))
         return {"method": "fallback", "low": micros(mean * Fraction(4, 5)),
@@ -279,7 +280,8 @@ def test_a_closed_months_budget_does_not_change(world: World):
     own.write_text("client,low,expected,high\ntenant-a,1,2,3\n")
     refused(cli("budget", "load", str(own), "--month", "2026-10", *world.db),
             "budget load would change 2026-10, closed (revision 1 issued)",
-            "a closed month's budget does not change", "tenantcost reopen --month 2026-10")  # fmt: skip
+            "a closed month's budget does not change",
+            "tenantcost reopen --month 2026-10")  # fmt: skip
     assert versions(world, "2026-10") == []
 
 
@@ -369,8 +371,8 @@ WORKED = {  # docs/budgets.md, "A worked example": one client's six issued month
 
 
 def test_the_worked_example_of_the_docs():
-    history = pd.DataFrame({"client": "acme", "month": list(WORKED),
-                            "amount": [int(Decimal(v) * 10**6) for v in WORKED.values()]})  # fmt: skip
+    amounts = [int(Decimal(v) * 10**6) for v in WORKED.values()]
+    history = pd.DataFrame({"client": "acme", "month": list(WORKED), "amount": amounts})
     row = plan_budgets(history).iloc[0]
     assert row["growth"] == Fraction(1, 20)  # rates 0.10, -0.05, 0.148325.., 0.05, 0.031746..
     assert row["spread"] == Fraction(7413, 100000)  # 1.4826 x MAD 0.05
