@@ -16,7 +16,9 @@ with it. The default method is the issue's, so that anyone can recompute it by h
   mean of those months, ``low``/``high`` = 80 % / 120 % of it (method ``fallback``); the
   fallback wins over ``--growth``, whose base ``L`` is then a client's first, often partial,
   month;
-* a client with no issued month is listed with method ``no_history`` and no band.
+* a client with no issued month is listed with method ``no_history`` and no band;
+* a default band whose ``high`` a budget cannot hold (over :data:`MAX_BUDGET`: growth from a
+  near-zero month) gives way to the fallback, marked ``fallback``.
 
 **Exactness.** Amounts are integers, so every rate is a rational number; the whole method runs
 on exact :class:`fractions.Fraction` values (medians of rationals, 1.4826 as 14826/10000, 0.05
@@ -58,6 +60,9 @@ MIN_SPREAD = Fraction(1, 20)
 """``s`` is at least 5 %: a client with perfectly steady growth still gets a band."""
 MAD_SCALE = Fraction(14826, 10000)
 """1.4826: the median absolute deviation times this estimates a normal spread's sigma."""
+MAX_BUDGET = 10**18 - 1
+"""The largest figure a budget holds: 999,999,999,999.999999 currency units in micro-units
+(``budget load`` refuses more; int64 holds 9.2e18)."""
 FALLBACK_BAND = Fraction(1, 5)
 """The fallback's band: the mean of the months ±20 %."""
 PLAN_COLUMNS = ("client", "method", "months", "last", "growth", "spread", "low", "expected",
@@ -147,14 +152,15 @@ def plan_budgets(
     out["months"] = out["months"].fillna(0).astype("int64")
     out["growth"], out["spread"] = g.reindex(out.index), mad.reindex(out.index)
     default = (out["months"] >= MIN_MONTHS) & out["growth"].notna()
-    fallback = (out["months"] > 0) & ~default
+    default = _band(out, default.to_numpy(), growth)
+    fallback = (out["months"] > 0).to_numpy() & ~default
+    _fallback(out, fallback)
     out["method"] = np.select(
         [default, fallback],
         [str(BudgetMethod.GROWTH if growth else BudgetMethod.MEDIAN_GROWTH),
          str(BudgetMethod.FALLBACK)],
         str(BudgetMethod.NO_HISTORY),
     )  # fmt: skip
-    _band(out, default.to_numpy(), fallback.to_numpy(), growth)
     out = out.reset_index()
     out["last"] = out["last"].astype("Int64")
     return out[list(PLAN_COLUMNS)]
@@ -192,7 +198,7 @@ def _exact_order(keys: pd.Series, values: pd.Series) -> np.ndarray:
     float(b)``: only rows whose doubles tie can be out of order); the few groups where
     distinct Fractions share a double are then ordered exactly, in Python."""
     codes = pd.factorize(keys, sort=True)[0]
-    floats = np.array([float(v) for v in values.to_numpy()], dtype="float64")
+    floats = np.frompyfunc(float, 1, 1)(values.to_numpy(dtype=object)).astype("float64")
     order = np.lexsort((floats, codes))
     key_o, float_o, value_o = codes[order], floats[order], values.to_numpy()[order]
     tie = (key_o[1:] == key_o[:-1]) & (float_o[1:] == float_o[:-1])
@@ -205,25 +211,38 @@ def _exact_order(keys: pd.Series, values: pd.Series) -> np.ndarray:
     return order
 
 
-def _band(out: pd.DataFrame, default: np.ndarray, fallback: np.ndarray,
-          growth: Growth | None) -> None:  # fmt: skip
-    """Fill ``low, expected, high`` (and ``growth``/``spread`` where the method has them)."""
+def _band(out: pd.DataFrame, default: np.ndarray, growth: Growth | None) -> np.ndarray:
+    """Fill ``low, expected, high`` (and ``growth``/``spread``) of the clients of the default
+    method; returns the clients it applies to: those of ``default`` whose ``high`` a budget
+    can hold (:data:`MAX_BUDGET`; a growth from almost nothing can give 10^20), the others
+    being left to the fallback."""
     for column in ("low", "expected", "high"):
         out[column] = pd.array([pd.NA] * len(out), dtype="Int64")
     out["spread"] = out["spread"].astype(object)
     out.loc[~default, ["growth", "spread"]] = None
-    if default.any():
-        last = out.loc[default, "last"].to_numpy().astype("int64").astype(object)
-        if growth is None:
-            g = out.loc[default, "growth"].to_numpy(dtype=object)
-            s = np.maximum(MIN_SPREAD, MAD_SCALE * out.loc[default, "spread"].to_numpy(object))
-            out.loc[default, "spread"] = pd.Series(s, index=out.index[default], dtype=object)
-            rates = (g - s, g, g + s)
-        else:
-            out.loc[default, ["growth", "spread"]] = None
-            rates = (growth.low, growth.expected, growth.high)
-        low, expected, high = (last * (1 + rate) for rate in rates)
-        _put(out, default, np.maximum(0, low), expected, high)
+    if not default.any():
+        return default
+    last = out.loc[default, "last"].to_numpy().astype("int64").astype(object)
+    if growth is None:
+        g = out.loc[default, "growth"].to_numpy(dtype=object)
+        scaled = MAD_SCALE * out.loc[default, "spread"].to_numpy(dtype=object)
+        s = np.maximum(np.full(len(scaled), MIN_SPREAD, dtype=object), scaled)
+        out.loc[default, "spread"] = pd.Series(s, index=out.index[default], dtype=object)
+        rates = (g - s, g, g + s)
+    else:
+        out.loc[default, ["growth", "spread"]] = None
+        rates = (growth.low, growth.expected, growth.high)
+    low, expected, high = (last * (1 + rate) for rate in rates)
+    holds = np.asarray(high <= MAX_BUDGET, dtype=bool)
+    kept = default.copy()
+    kept[np.flatnonzero(default)[~holds]] = False
+    out.loc[default & ~kept, ["growth", "spread"]] = None
+    _put(out, kept, *(np.maximum(0, low)[holds], expected[holds], high[holds]))
+    return kept
+
+
+def _fallback(out: pd.DataFrame, fallback: np.ndarray) -> None:
+    """The mean of the client's issued months ±20 %."""
     if fallback.any():
         total = out.loc[fallback, "total"].to_numpy().astype("int64").astype(object)
         mean = np.frompyfunc(Fraction, 2, 1)(total, out.loc[fallback, "months"].to_numpy())

@@ -146,10 +146,11 @@ def reference(amounts: list[int], growth: Growth | None = None) -> dict[str, obj
     if not amounts:
         return {"method": "no_history", "low": None, "expected": None, "high": None}
     rates = [Fraction(b, a) - 1 for a, b in itertools.pairwise(amounts) if a != 0]
-    if len(amounts) < 3 or not rates:
-        mean = Fraction(sum(amounts), len(amounts))
-        return {"method": "fallback", "low": micros(mean * Fraction(4, 5)),
+    mean = Fraction(sum(amounts), len(amounts))
+    fallback = {"method": "fallback", "low": micros(mean * Fraction(4, 5)),
                 "expected": micros(mean), "high": micros(mean * Fraction(6, 5))}  # fmt: skip
+    if len(amounts) < 3 or not rates:
+        return fallback
     last = amounts[-1]
     if growth is not None:
         low, mid, high = growth.low, growth.expected, growth.high
@@ -159,6 +160,8 @@ def reference(amounts: list[int], growth: Growth | None = None) -> dict[str, obj
         s = max(Fraction(1, 20), Fraction("1.4826") * statistics.median(abs(r - g) for r in rates))
         low, mid, high = g - s, g, g + s
         method = "median_growth"
+    if last * (1 + high) > 10**18 - 1:  # beyond what a budget holds: the fallback
+        return fallback
     return {"method": method, "low": max(0, micros(last * (1 + low))),
             "expected": micros(last * (1 + mid)), "high": micros(last * (1 + high))}  # fmt: skip
 
@@ -382,7 +385,7 @@ def test_the_worked_example_of_the_docs():
         assert figure in docs, figure
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(
     st.dictionaries(
         st.sampled_from(["a", "b", "c", "d", "e", "f"]),
@@ -392,6 +395,8 @@ def test_the_worked_example_of_the_docs():
     st.randoms(use_true_random=False),
 )
 def test_the_vectorised_plan_is_the_plain_method(histories: dict[str, list[int]], rnd):
+    """The plan of many clients at once is the plain method of each (any row order); the
+    amounts reach 10^12 micro-units, so growth from a near-zero month also meets the limit."""
     records = [(c, f"2026-{i + 1:02d}", a) for c, amounts in histories.items()
                for i, a in enumerate(amounts)]  # fmt: skip
     rnd.shuffle(records)  # row order does not matter
@@ -404,3 +409,15 @@ def test_the_vectorised_plan_is_the_plain_method(histories: dict[str, list[int]]
     for client, amounts in histories.items():
         want = reference(amounts)
         assert {k: (None if got[client][k] is pd.NA else got[client][k]) for k in want} == want
+
+
+def test_medians_are_exact_where_doubles_tie():
+    from tenantcost.budget import _group_median
+
+    close = [Fraction(1, 3 * 10**17), Fraction(1, 3 * 10**17 + 1)]
+    assert float(close[0]) == float(close[1]) and close[0] != close[1]
+    keys = pd.Series(["x", "x", "x", "y", "y"])
+    values = pd.Series([close[0], close[1], Fraction(0), close[0], close[1]], dtype=object)
+    medians = _group_median(keys, values)
+    assert medians["x"] == close[1]  # 0 < 1/(3e17 + 1) < 1/3e17
+    assert medians["y"] == (close[0] + close[1]) / 2
