@@ -47,15 +47,16 @@ SHEET_TABLES = {"sheet_render", "sheet_render_job"}
 BRIDGE_TABLES = {"month_bridge", "month_bridge_client", "month_bridge_part"}
 WATCH_TABLES = {"watch_snapshot", "watch_entry"}
 ALERT_TABLES = {"alert_delivery"}
+BUDGET_TABLES = {"budget_version", "budget_client"}
 LATER = (REPORT_TABLES | SERVICE_TABLES | WEB_TABLES | CATALOG_TABLES | WITHDRAW_TABLES
          | BILLING_TABLES | OTLP_TABLES | COMPACTION_TABLES | BRIDGE_TABLES | SHEET_TABLES
-         | WATCH_TABLES | ALERT_TABLES)
+         | WATCH_TABLES | BUDGET_TABLES | ALERT_TABLES)
 """The tables after 0005 (cycle), dropped by the first downgrade steps."""
 TABLES = {"store_meta", "rule_file", "rule_version", "batch", "batch_cell", "batch_file",
           *RUN_TABLES, *CYCLE_TABLES, *SERVICE_TABLES, *REPORT_TABLES, *WEB_TABLES,
           *CATALOG_TABLES, *WITHDRAW_TABLES, *BILLING_TABLES, *OTLP_TABLES,
           *COMPACTION_TABLES, *BRIDGE_TABLES, *SHEET_TABLES, *WATCH_TABLES,
-          *ALERT_TABLES}  # fmt: skip
+          *BUDGET_TABLES, *ALERT_TABLES}  # fmt: skip
 HEAD = "0023"
 BATCH_TABLES = {"batch", "batch_cell", "batch_file"}
 runner = CliRunner()
@@ -88,7 +89,7 @@ def test_the_migrations_form_one_chain_ending_at_head():
     assert known_revisions() == {"0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008",
                                  "0009", "0010", "0011", "0012", "0013", "0014",
                                  "0015", "0016", "0017", "0018", "0020", "0021",
-                                 "0023"}  # fmt: skip
+                                 "0022", "0023"}  # fmt: skip
     assert head_revision() == HEAD
 
 
@@ -112,19 +113,23 @@ def test_upgrade_from_empty_then_down_to_base_and_up_again(store_url: str):
     assert any("product" in c["sqltext"] for c in token_checks)
     part_indexes = {i["name"] for i in inspect(engine).get_indexes("month_bridge_part")}
     assert "ix_month_bridge_part_bridge_id_client" in part_indexes
+    downgrade(engine, "0022")
+    assert current_revision(engine) == "0022" and tables(engine) == TABLES - ALERT_TABLES
     downgrade(engine, "0021")
-    assert current_revision(engine) == "0021" and tables(engine) == TABLES - ALERT_TABLES
+    at_0021 = TABLES - BUDGET_TABLES - ALERT_TABLES
+    assert current_revision(engine) == "0021" and tables(engine) == at_0021
+    after_0020 = WATCH_TABLES | BUDGET_TABLES | ALERT_TABLES
     downgrade(engine, "0020")
-    watched = WATCH_TABLES | ALERT_TABLES
-    assert current_revision(engine) == "0020" and tables(engine) == TABLES - watched
+    assert current_revision(engine) == "0020" and tables(engine) == TABLES - after_0020
     downgrade(engine, "0018")
-    assert current_revision(engine) == "0018" and tables(engine) == TABLES - watched
+    assert current_revision(engine) == "0018" and tables(engine) == TABLES - after_0020
     token_checks = inspect(engine).get_check_constraints("token")
     assert token_checks and not any("product" in c["sqltext"] for c in token_checks)
     downgrade(engine, "0017")
-    assert current_revision(engine) == "0017" and tables(engine) == TABLES - SHEET_TABLES - watched
+    at_0017 = TABLES - SHEET_TABLES - after_0020
+    assert current_revision(engine) == "0017" and tables(engine) == at_0017
     downgrade(engine, "0016")
-    without = SHEET_TABLES | BRIDGE_TABLES | watched
+    without = SHEET_TABLES | BRIDGE_TABLES | after_0020
     assert current_revision(engine) == "0016" and tables(engine) == TABLES - without
     downgrade(engine, "0015")
     at_0015 = TABLES - without - COMPACTION_TABLES

@@ -9,6 +9,7 @@
   and ``batch withdraw``; :mod:`~tenantcost.cli.from_db`: the checks
   of ``report --from-db``; :mod:`~tenantcost.cli.service`: ``serve`` and ``token``;
 * :mod:`~tenantcost.cli.economics`: ``unit-economics`` and ``catalog load``;
+  :mod:`~tenantcost.cli.budget`: ``budget plan`` and ``budget load``;
   :mod:`~tenantcost.cli.explain`: ``explain``;
 * :mod:`~tenantcost.cli.export`: ``export focus``;
 * :mod:`~tenantcost.cli.run`: the one run sequence (load inputs -> open engine -> allocate
@@ -22,6 +23,7 @@ as ``warning: ...`` lines. ``reconcile`` exits 1 when the cascade does not close
 """
 
 from tenantcost.cli import batch as _batch  # noqa: F401  (registers batch list, batch withdraw)
+from tenantcost.cli import budget as _budget  # noqa: F401  (registers budget plan, budget load)
 from tenantcost.cli import cycle as _cycle  # noqa: F401  (registers run, status, close, reopen, history)
 from tenantcost.cli import economics as _economics  # noqa: F401  (registers unit-economics)
 from tenantcost.cli import explain as _explain  # noqa: F401  (registers explain)

@@ -26,6 +26,8 @@ Now:
 * ``sheet_render`` (0018): an issued revision's rendered sheets (HTML, Markdown, PDF, the
   confidence block), per renderer version; ``sheet_render_job``: the claim of the one
   background rendering of a revision (:mod:`tenantcost.store.sheet_cache`).
+* ``budget_version`` (0022), ``budget_client``: each month's budget versions (``budget
+  load``) and their clients' bands (:mod:`tenantcost.store.budgets`).
 
 * ``run`` (0004): one ``tenantcost run`` (uuid id, month, rules, code version, timings,
   actor, totals), ``run_input`` (the batches it read, with their sha256), ``run_client``
@@ -876,6 +878,44 @@ class AlertDelivery(StoreModel, table=True):
     first_attempt_at: datetime = Field(sa_type=UTCDateTime)
     last_attempt_at: datetime = Field(sa_type=UTCDateTime)
     sent_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+class BudgetVersion(StoreModel, table=True):
+    """One ``tenantcost budget load`` for a month (0022): version ``version`` of the month's
+    budget (1, 2, ... per month; the latest is in force, earlier ones stay), the sha256 of its
+    canonical rows, where it came from, who loaded it and when. A closed month's budget never
+    gets a new version (:mod:`tenantcost.store.budgets`)."""
+
+    __tablename__ = "budget_version"
+    __table_args__ = _table_args(
+        ("version", "version >= 1"), UniqueConstraint("month", "version")
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    month: str = Field(max_length=7)
+    version: int = Field()
+    sha256: str = Field(max_length=64)
+    origin: str = Field(sa_type=Text)
+    currency: str = Field(max_length=3)
+    clients: int = Field()
+    loaded_at: datetime = Field(sa_type=UTCDateTime, default_factory=utcnow)
+    actor: str = Field(max_length=200)
+
+
+class BudgetClient(StoreModel, table=True):
+    """A client's band in a budget version (0022), in micro-units: ``0 <= low <= expected <=
+    high``."""
+
+    __tablename__ = "budget_client"
+    __table_args__ = _table_args(
+        ("band", "low >= 0 AND low <= expected AND expected <= high"),
+    )
+
+    version_id: int = Field(foreign_key="budget_version.id", primary_key=True)
+    client: str = Field(primary_key=True, max_length=400)
+    low: int = Field(sa_type=BigInteger)
+    expected: int = Field(sa_type=BigInteger)
+    high: int = Field(sa_type=BigInteger)
 
 
 def table(model: type[StoreModel]) -> Table:

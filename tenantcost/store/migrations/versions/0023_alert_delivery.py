@@ -8,7 +8,7 @@ or ``failed``, with the attempts so far, the last error and the times
 (:mod:`tenantcost.store.alert_deliveries`).
 
 Revision ID: 0023
-Revises: 0021
+Revises: 0022
 Create Date: 2026-12-02
 """
 
@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0023"
-down_revision = "0021"  # "0022" (budgets) once both branches are merged
+down_revision = "0022"
 branch_labels = None
 depends_on = None
 
