@@ -56,7 +56,8 @@ OTHER_FIGURES = (5_432_109, 13_579_024, 12_000_001, 11_000_003, 14_000_007, 1_23
 def _anomaly(client: str, source: str, day: str, amount: int, baseline: int, score: float,
              kind: str) -> dict[str, Any]:  # fmt: skip
     return {"id": anomaly_id(client, source, day, kind), "client": client, "source": source,
-            "day": day, "amount": amount, "baseline": baseline, "score": score, "kind": kind}  # fmt: skip
+            "day": day, "amount": amount, "baseline": baseline, "score": score,
+            "kind": kind}  # fmt: skip
 
 
 def open_month_document() -> dict[str, Any]:
@@ -75,7 +76,7 @@ def open_month_document() -> dict[str, Any]:
              "status": "within"},
             {"client": THIRD, "month_to_date": 1_234_567, "projected": 2_468_013,
              "budget": None, "status": "no_budget"},
-        ],  # fmt: skip
+        ],
         "anomalies": [
             _anomaly(OWN, "import-worker", "2026-12-09", 9_100_000, 910_000, 40.91, "spike"),
             _anomaly(OTHER, "search-api", "2026-12-10", 4_444_444, 7_777_777, -4.29, "drop"),
@@ -92,14 +93,15 @@ def open_month_document() -> dict[str, Any]:
              "detail": "no usage rows for search-api"},
             {"client": ORPHAN, "day": "2026-12-07", "kind": "no_usage",
              "detail": "no usage rows for client-z's web"},
-        ],  # fmt: skip
+        ],
     }
 
 
 def closed_month_document() -> dict[str, Any]:
     """A watch of the closed 2026-11, re-watched after its end."""
+    figures = ((OWN, 123_458), (OTHER, 7_777_777), (THIRD, 4_444_444))
     clients = [{"client": c, "month_to_date": m, "projected": m, "status": "no_budget",
-                "budget": None} for c, m in ((OWN, 123_458), (OTHER, 7_777_777), (THIRD, 4_444_444))]  # fmt: skip
+                "budget": None} for c, m in figures]  # fmt: skip
     return {"month": MONTH, "as_of": "2026-12-01T00:00:00Z", "money": MONEY, "clients": clients,
             "anomalies": [], "rule_changes": [], "warnings": []}  # fmt: skip
 
@@ -120,8 +122,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     tmp = tmp_path_factory.mktemp("watch")
     db, data = f"sqlite:///{tmp / 'store.db'}", str(tmp / "data")
     example_store(db, data)
-    tenantcost("catalog", "load", str(Path(__file__).resolve().parents[1] / "examples" /
-                                      "saas-three-clients" / "catalog.csv"), "--db", db)  # fmt: skip
+    catalog = Path(__file__).resolve().parents[1] / "examples" / "saas-three-clients"
+    tenantcost("catalog", "load", str(catalog / "catalog.csv"), "--db", db)
     engine = open_engine(resolve_settings(db=db, environ={}))
     record_watch(engine, closed_month_document(), "test", month_closed=True)
     stale = open_month_document() | {"as_of": "2026-12-11T00:00:00Z"}
@@ -295,8 +297,8 @@ def test_the_store_sorts_in_sql_on_sqlite_and_postgresql(store_url: str):
 
 @pytest.mark.parametrize("width", [390])
 def test_the_watch_sections_fit_a_phone(browser, served: Served, width: int):
-    pages = [("account-manager", f"/clients/{OWN}?month={OPEN}"),
-             ("finance", f"/months/{OPEN}"), ("product", f"/months/{OPEN}?watch_sort=above")]  # fmt: skip
+    pages = [("account-manager", f"/clients/{OWN}?month={OPEN}"), ("finance", f"/months/{OPEN}"),
+             ("product", f"/months/{OPEN}?watch_sort=above")]  # fmt: skip
     for role, path in pages:
         context = browser.new_context(viewport={"width": width, "height": 800})
         try:

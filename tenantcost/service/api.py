@@ -345,8 +345,9 @@ def get_month_watch(
 
     doc = month_document(request.app.state.engine, month, page, per_page)
     if doc is None:
-        raise Problem(404, f"no watch of {month} recorded: run `tenantcost watch --month "
-                      f"{month}` on the store (e.g. hourly from a CronJob)", month=month)  # fmt: skip
+        command = f"tenantcost watch --month {month}"
+        raise Problem(404, f"no watch of {month} recorded: run `{command}` on the store "
+                      "(e.g. hourly from a CronJob)", month=month)  # fmt: skip
     return doc
 
 

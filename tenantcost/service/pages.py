@@ -430,7 +430,7 @@ def month_page(
     page: PageNumber = 1,
     usage_page: PageNumber = 1,
     done: str = Query(""),
-    watch_sort: EntryOrder = Query(EntryOrder.CLIENT),
+    watch_sort: EntryOrder = EntryOrder.CLIENT,
     watch_page: PageNumber = 1,
 ) -> Response:
     """Finance: the month's cascade, waterfall, idle, clients under each key, close/reopen,

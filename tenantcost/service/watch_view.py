@@ -187,14 +187,22 @@ class WarningRow:
     detail: str
 
 
+def _anomaly_row(a: dict[str, Any], places: int) -> AnomalyRow:
+    client = str(a.get("client", ""))
+    return AnomalyRow(
+        client,
+        client_href(client),
+        str(a.get("source", "")),
+        str(a.get("day", "")),
+        _money(a.get("amount"), places),
+        _money(a.get("baseline"), places),
+        f"{float(a.get('score') or 0.0):.2f}",
+        str(a.get("kind", "")),
+    )
+
+
 def _anomaly_rows(items: list[dict[str, Any]], places: int) -> list[AnomalyRow]:
-    return [
-        AnomalyRow(str(a.get("client", "")), client_href(str(a.get("client", "")), None),
-                   str(a.get("source", "")), str(a.get("day", "")),
-                   _money(a.get("amount"), places), _money(a.get("baseline"), places),
-                   f"{float(a.get('score') or 0.0):.2f}", str(a.get("kind", "")))  # fmt: skip
-        for a in items
-    ]  # a page's anomalies: display only
+    return [_anomaly_row(a, places) for a in items]  # a page's anomalies: display only
 
 
 def _warning_rows(items: list[dict[str, Any]]) -> list[WarningRow]:
@@ -247,8 +255,11 @@ def client_section(
         status=str(doc["status"]),
         month_closed=bool(doc["month_closed"]),
         anomalies=_anomaly_rows(anomalies, places),
-        rule_changes=[ChangeRow(str(c.get("day", "")), str(c.get("rule_id", "")),
-                                _money(c.get("effect"), places)) for c in changes],  # fmt: skip
+        rule_changes=[
+            ChangeRow(str(c.get("day", "")), str(c.get("rule_id", "")),
+                      _money(c.get("effect"), places))
+            for c in changes
+        ],
         warnings=_warning_rows(doc["warnings"] + doc["month_warnings"]),
     )
 
