@@ -106,6 +106,18 @@ def closed_month_document() -> dict[str, Any]:
             "anomalies": [], "rule_changes": [], "warnings": []}  # fmt: skip
 
 
+NEW_MONTH, NEW_CLIENT = "2027-02", "client-n"
+
+
+def new_client_document() -> dict[str, Any]:
+    """A month whose one client has no figure anywhere yet (its first month)."""
+    client = {"client": NEW_CLIENT, "month_to_date": 3_000_000, "projected": 9_000_000,
+              "budget": {"low": 1_000_000, "expected": 2_000_000, "high": 3_000_000},
+              "status": "above"}  # fmt: skip
+    return {"month": NEW_MONTH, "as_of": "2027-02-10T06:00:00Z", "money": MONEY,
+            "clients": [client], "anomalies": [], "rule_changes": [], "warnings": []}  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Served:
     service: Service
@@ -129,6 +141,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     stale = open_month_document() | {"as_of": "2026-12-11T00:00:00Z"}
     record_watch(engine, stale, "test", month_closed=False)  # the latest run wins
     record_watch(engine, open_month_document(), "test", month_closed=False)
+    record_watch(engine, new_client_document(), "test", month_closed=False)
     engine.dispose()
     tokens = {
         "admin": create_token(db, "admin", "root"),
@@ -314,3 +327,14 @@ def test_the_watch_sections_fit_a_phone(browser, served: Served, width: int):
             assert got[0] <= got[1], f"{role} {path}: {got[0]} px wide at {width}"
         finally:
             context.close()
+
+
+def test_a_client_known_only_by_its_watch_has_a_page_of_its_watch(served: Served):
+    page = served.get(f"/clients/{NEW_CLIENT}", "finance")
+    assert page.status_code == 200, page.text[:300]
+    assert f"No statement of {NEW_MONTH} is issued yet" in page.text
+    assert re.search(r'id="watch-projected">9\.00 USD', page.text)
+    assert 'id="history-table"' not in page.text and 'id="amount"' not in page.text
+    doc = served.get(f"/api/v1/clients/{NEW_CLIENT}/months/{NEW_MONTH}", "product").json()
+    assert doc["status"] == "not_issued" and doc["watch"]["projected"] == 9_000_000
+    assert served.get(f"/clients/{NEW_CLIENT}", "account-manager").status_code == 404
