@@ -305,7 +305,9 @@ def client_page(
     access: Annotated[ClientAccess, Depends(client_access)],
     month: str | None = Query(None, pattern=MONTH_PATTERN),
 ) -> Response:
-    """A client's month: figure, status, change notice, sheet, history."""
+    """A client's month: figure, status, change notice, sheet, history, and (issue 25) its
+    "Month to date, not issued" section from the month's latest watch run. A month of which
+    the viewer may see no figure but whose watch has the client shows that section alone."""
     from tenantcost.service import page_views
     from tenantcost.service.watch_view import client_section
     from tenantcost.store.watch_snapshots import watched_months
