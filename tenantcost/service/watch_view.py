@@ -48,6 +48,7 @@ from tenantcost.store.watch_snapshots import (
     ranked_entries,
     snapshot_document,
 )
+from tenantcost.timefmt import utc
 
 LABEL = "month to date, not issued"
 """What every watch figure is labelled with, on the pages and in the API."""
@@ -157,6 +158,11 @@ def _band(entry: dict[str, Any]) -> tuple[int | None, int | None, int | None]:
     return tuple(None if v is None else int(v) for v in values)  # type: ignore[return-value]
 
 
+def _when(value: Any) -> str:
+    """An instant as the pages show it: ``2026-12-12 06:00 UTC``."""
+    return "" if not value else f"{utc(value):%Y-%m-%d %H:%M} UTC"
+
+
 def _money(value: int | None, places: int) -> str:
     return "–" if value is None else format_amount(int(value), places)
 
@@ -245,7 +251,7 @@ def client_section(
     places = auto_places(currency, [int(a) for a in amounts if a is not None])
     return ClientWatchView(
         label=LABEL,
-        as_of=str(doc["as_of"] or ""),
+        as_of=_when(doc["as_of"]),
         currency=currency,
         month_to_date=_money(doc["month_to_date"], places),
         projected=_money(doc["projected"], places),
@@ -368,8 +374,8 @@ def month_section(
               EntryOrder.ABOVE: "how far above the band"}  # fmt: skip
     return MonthWatchView(
         label=LABEL,
-        as_of=str(snapshot.document.get("as_of") or ""),
-        computed_at=str(iso(snapshot.computed_at) or ""),
+        as_of=_when(snapshot.document.get("as_of")),
+        computed_at=_when(snapshot.computed_at),
         currency=currency,
         month_closed=snapshot.month_closed,
         rows=_band_rows(engine, month, entries, places),
