@@ -10,8 +10,8 @@ tenantcost.service.permissions), so a wrong rule in the code fails this test:
   same body as a client that does not exist; cluster-wide routes 403;
 * finance: every client, cluster routes, close and reopen, batches (issue 22); tokens 403;
 * product (issue 24): every client (issued figures only), the months, the cascade and key
-  comparison (issued months), the unit economics; close, reopen, batches, tokens, ingest and
-  the invoice cascade 403;
+  comparison (issued months), the unit economics, the month's watch (issue 25); close, reopen,
+  batches, tokens, ingest and the invoice cascade 403;
 * admin: everything.
 """
 
@@ -76,6 +76,8 @@ ROUTES = [
     Route("GET", "/api/v1/months/{month}/compare?keys=requests,cpu_seconds", ISSUED),
     # the store of this module has no catalog: access lets through, pricing refuses
     Route("GET", "/api/v1/months/{month}/unit-economics?by=plan", ISSUED, ok=422),
+    # issue 25: the month-wide watch; this store has none recorded (404 naming the command)
+    Route("GET", "/api/v1/months/{month}/watch", ISSUED, ok=404),
     # Writes: requests access lets through but the store refuses, so nothing changes.
     Route("POST", "/api/v1/months/{month}/close", CLUSTER, ok=409, json={}),
     Route("POST", "/api/v1/months/{month}/reopen", CLUSTER, ok=422, json={"reason": ""}),

@@ -23,7 +23,8 @@ TABLE: dict[Role, set[Action]] = {
     Role.FINANCE: set(Action) - {A.MANAGE_TOKENS},
     Role.ACCOUNT_MANAGER: {A.LIST_MONTHS, A.LIST_CLIENTS, A.VIEW_CLIENT},
     Role.PRODUCT: {A.LIST_MONTHS, A.LIST_CLIENTS, A.VIEW_CLIENT, A.VIEW_ISSUED_MONTH,
-                   A.VIEW_PRICING},  # issue 24: issued figures, their cascade, pricing
+                   A.VIEW_PRICING,  # issue 24: issued figures, their cascade, pricing
+                   A.VIEW_WATCH},  # issue 25: every client's month-to-date watch
     Role.INGEST: {A.INGEST_USAGE},
 }
 MINE = frozenset({"acme", "globex"})

@@ -34,12 +34,13 @@ from tenantcost.service.auth import (
     MayReopen,
     MayViewIssuedMonth,
     MayViewPricing,
+    MayViewWatch,
     MayWithdrawBatch,
     authorize,
     not_found,
 )
 from tenantcost.service.json_body import JSONBodyRoute
-from tenantcost.service.params import PageNumber, SearchText
+from tenantcost.service.params import MAX_PAGE, PageNumber, SearchText
 from tenantcost.service.permissions import Action, sees_drafts
 
 MONTH_PATTERN = r"^\d{4}-(0[1-9]|1[0-2])$"
@@ -140,10 +141,21 @@ def get_client(request: Request, access: ClientAccessDep) -> dict[str, Any]:
     summary="A client's month: amount, lines, rule, revision, status",
 )
 def get_client_month(request: Request, month: Month, access: ClientAccessDep) -> dict[str, Any]:
+    """``watch``: the client's entry of the month's latest watch run (null: none); a month
+    with no figure the viewer may see but a watch of the client answers the watch alone."""
+    from tenantcost.service import watch_view
+
     engine = request.app.state.engine
     doc = figures.client_month(engine, access.principal, access.client, month)
+    watch = watch_view.client_document(engine, access.principal, access.client, month)
     if doc is None:
-        raise not_found()
+        if watch is None:
+            raise not_found()
+        from tenantcost.store.cycle import month_state
+
+        state = str(month_state(engine, month))
+        return watch_view.watch_only_month(access.client, month, state, watch)
+    doc["watch"] = watch
     source = figures.month_source(engine, access.principal, month)
     if source is not None:
         from tenantcost.service.sheets import client_confidence
@@ -309,6 +321,34 @@ def get_unit_economics(
     if priced is None:
         raise HTTPException(404, f"no figures of {month} to price")
     return priced.doc
+
+
+@router.get(
+    "/months/{month}/watch",
+    tags=["months"],
+    summary="Every client's month to date against its budget band, and anomalies "
+    "(the latest `tenantcost watch` run)",
+)
+def get_month_watch(
+    request: Request,
+    month: Month,
+    _principal: MayViewWatch,
+    page: Annotated[
+        int | None, Query(ge=1, le=MAX_PAGE, description="One page of the clients (by id).")
+    ] = None,
+    per_page: Annotated[int | None, Query(ge=1, le=figures.MAX_PER_PAGE)] = None,
+) -> dict[str, Any]:
+    """The document of ``tenantcost watch --month M --format json`` as its latest run on the
+    store recorded it, labelled "month to date, not issued"; 404 before any run."""
+    from tenantcost.service.problems import Problem
+    from tenantcost.service.watch_view import month_document
+
+    doc = month_document(request.app.state.engine, month, page, per_page)
+    if doc is None:
+        command = f"tenantcost watch --month {month}"
+        raise Problem(404, f"no watch of {month} recorded: run `{command}` on the store "
+                      "(e.g. hourly from a CronJob)", month=month)  # fmt: skip
+    return doc
 
 
 class CloseRequest(BaseModel):

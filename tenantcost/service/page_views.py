@@ -213,14 +213,23 @@ def _int_or_none(value: Any) -> int | None:
 
 
 def client_view(
-    client: str, rows: pd.DataFrame, month: str | None, drafts: bool, name: str | None = None
+    client: str,
+    rows: pd.DataFrame,
+    month: str | None,
+    drafts: bool,
+    name: str | None = None,
+    watched: tuple[str, ...] = (),
 ) -> ClientView:
-    """The client page for ``month`` (default: the latest month with a figure)."""
-    months = rows["month"].tolist()
+    """The client page for ``month`` (default: the latest month with a figure or a watch).
+    ``watched``: months whose latest watch run has the client (issue 25); such a month
+    without a figure the viewer may see has no figure, notices or sheet: only its watch."""
+    months = sorted(set(rows["month"].tolist()) | set(watched))
     chosen = month or months[-1]
-    row = rows[rows["month"] == chosen].iloc[0]
-    places = _places(str(row["currency"]), row["smallest"])
-    figure = _figure(row, places)
+    figure, notices = None, []
+    if chosen in set(rows["month"]):
+        row = rows[rows["month"] == chosen].iloc[0]
+        places = _places(str(row["currency"]), row["smallest"])
+        figure, notices = _figure(row, places), _notices(rows, chosen, places)
     base = api_client_path(client, "months", chosen, "sheet")
     sheet = SheetLinks(f"{base}.html", f"{base}.pdf", f"{base}.md")
     history = [
@@ -242,10 +251,10 @@ def client_view(
         months,
         drafts,
         figure,
-        _notices(rows, chosen, places),
+        notices,
         sheet,
         history,
-        _history_chart(client, rows),
+        _history_chart(client, rows) if history else Markup(""),
         name,
     )
 
@@ -500,6 +509,16 @@ def issued_month_view(engine: Engine, month: str, page: int) -> MonthView | None
     run = replace(_run_view(engine, month, issued.run_id, page), batches=[], invoice=None)
     return MonthView(month, str(status["state"]), int(status["revisions"]), None, None, None,
                      incomplete=False, events=[], run=run)  # fmt: skip
+
+
+def watch_only_month_view(engine: Engine, month: str) -> MonthView:
+    """The month page of a month never issued, as product reads it: its state only, for the
+    watch section beside it (issue 25: month to date, not issued)."""
+    from tenantcost.service.memo import month_status
+
+    status = month_status(engine, month)[0]
+    return MonthView(month, str(status["state"]), int(status["revisions"]), None, None, None,
+                     incomplete=False, events=[], run=None)  # fmt: skip
 
 
 def _clients_read(reason: Any, client_reason: Any) -> str | None:

@@ -65,6 +65,7 @@ from tenantcost.service.session import (
     session_ended,
     set_session_cookie,
 )
+from tenantcost.store.watch_snapshots import EntryOrder
 
 router = APIRouter(include_in_schema=False)
 PER_PAGE = 50
@@ -304,21 +305,30 @@ def client_page(
     access: Annotated[ClientAccess, Depends(client_access)],
     month: str | None = Query(None, pattern=MONTH_PATTERN),
 ) -> Response:
-    """A client's month: figure, status, change notice, sheet, history."""
+    """A client's month: figure, status, change notice, sheet, history, and (issue 25) its
+    "Month to date, not issued" section from the month's latest watch run. A month of which
+    the viewer may see no figure but whose watch has the client shows that section alone."""
     from tenantcost.service import page_views
+    from tenantcost.service.watch_view import client_section
+    from tenantcost.store.watch_snapshots import watched_months
 
     engine = request.app.state.engine
     scope = _scope(access.principal)
     rows = page_data.figures(engine, scope, [access.client])
-    if rows.empty or (month is not None and month not in set(rows["month"])):
+    watched = tuple(watched_months(engine, access.client))  # the one view of an open month
+    known = set(rows["month"]) | set(watched)
+    if not known or (month is not None and month not in known):
         raise not_found()
     from tenantcost.store.catalog import names_of
 
-    rows = rows.assign(**_shown_text(engine, access.principal, access.client, rows))
+    if not rows.empty:
+        rows = rows.assign(**_shown_text(engine, access.principal, access.client, rows))
     name = names_of(engine, [access.client]).get(access.client)  # the client's own name only
-    view = page_views.client_view(access.client, rows, month, scope.drafts, name)
-    bridge = _bridge(request, access, rows, view.month)
-    return render(request, "service/client.html", section="clients", view=view, bridge=bridge)
+    view = page_views.client_view(access.client, rows, month, scope.drafts, name, watched)
+    bridge = _bridge(request, access, rows, view.month) if view.figure else None
+    watch = client_section(engine, access.principal, access.client, view.month)
+    return render(request, "service/client.html", section="clients", view=view, bridge=bridge,
+                  watch=watch)  # fmt: skip
 
 
 def _bridge(request: Request, access: ClientAccess, rows: Any, month: str) -> Any:
@@ -378,8 +388,12 @@ def months_page(request: Request) -> Response:
     principal = authorize(request, get_principal(request), Action.VIEW_ISSUED_MONTH)
     months = month_status(request.app.state.engine)
     workings = sees_month_workings(principal)
-    if not workings:
-        months = [{f: m[f] for f in MANAGER_MONTH_FIELDS} for m in months if m["revisions"] > 0]
+    if not workings:  # issued months, and months with a watch (issue 25: not issued)
+        from tenantcost.store.watch_snapshots import watched_month_list
+
+        watched = set(watched_month_list(request.app.state.engine))
+        months = [{f: m[f] for f in MANAGER_MONTH_FIELDS} for m in months
+                  if m["revisions"] > 0 or m["month"] in watched]  # fmt: skip
     return render(request, "service/months.html", section="months", months=months,
                   workings=workings)  # fmt: skip
 
@@ -402,6 +416,10 @@ def _month_response(
     context.setdefault("error", "")
     context.setdefault("confirm", None)
     context.setdefault("workings", True)
+    if "watch" not in context:
+        from tenantcost.service.watch_view import month_section
+
+        context["watch"] = month_section(request.app.state.engine, month)
     return render(
         request, "service/month.html", section="months", status=status, view=view, **context
     )
@@ -414,23 +432,35 @@ def month_page(
     page: PageNumber = 1,
     usage_page: PageNumber = 1,
     done: str = Query(""),
+    watch_sort: EntryOrder = EntryOrder.CLIENT,
+    watch_page: PageNumber = 1,
 ) -> Response:
     """Finance: the month's cascade, waterfall, idle, clients under each key, close/reopen,
     run and batch provenance, usage totals per service and client. Product: the latest
-    issued revision's cascade, waterfall, idle and clients under each key only."""
+    issued revision's cascade, waterfall, idle and clients under each key only. Both (issue
+    25): the latest watch run's "Month to date, not issued" section, every client's
+    projection against its band (``watch_sort``, ``watch_page``) and the anomalies; of a
+    month never issued, product reads that section alone."""
     principal = authorize(request, get_principal(request), Action.VIEW_ISSUED_MONTH)
     _known_month(month)
     from tenantcost.service import page_views
+    from tenantcost.service.watch_view import month_section
 
+    engine = request.app.state.engine
+    watch = (month_section(engine, month, watch_sort, watch_page)
+             if can(principal, Action.VIEW_WATCH).allowed else None)  # fmt: skip
     if not sees_month_workings(principal):
-        view = page_views.issued_month_view(request.app.state.engine, month, page)
+        view = page_views.issued_month_view(engine, month, page)
+        if view is None and watch is not None:
+            view = page_views.watch_only_month_view(engine, month)
         if view is None:
-            raise not_found()  # never issued: nothing product may read
+            raise not_found()  # never issued nor watched: nothing product may read
         return render(request, "service/month.html", section="months", view=view,
-                      workings=False, message="", error="", confirm=None)  # fmt: skip
+                      workings=False, message="", error="", confirm=None,
+                      watch=watch)  # fmt: skip
 
     return _month_response(request, month, page=page, usage_page=usage_page,
-                           message=page_views.done_message(done))  # fmt: skip
+                           message=page_views.done_message(done), watch=watch)  # fmt: skip
 
 
 @router.get("/pricing", response_class=HTMLResponse)

@@ -15,7 +15,10 @@ The rules (issue 10):
   no existence leak through content or timing class). Cluster-wide pages (reconciliation,
   compare, month close/reopen, tokens, ingest) answer **403**. It sees issued months only:
   the month list holds only months in which its own clients have statements, with the
-  fields :data:`MANAGER_MONTH_FIELDS` (no run ids or counts, no coverage). Of a reopen it
+  fields :data:`MANAGER_MONTH_FIELDS` (no run ids or counts, no coverage). Of a month not
+  issued it sees only its own clients' entries of the latest watch run (issue 25: month to
+  date, projection, band, anomalies, labelled "month to date, not issued"), never a draft
+  figure; the month-wide watch (:attr:`Action.VIEW_WATCH`) is **403**. Of a reopen it
   reads the reason written for clients, redacted, or "restated by finance", **never the
   internal reason** (:func:`sees_internal_reasons`): that one may hold other clients' names
   and figures that no redaction recognises;
@@ -29,7 +32,10 @@ The rules (issue 10):
   search, every client's page, sheets and history, issued revisions only: never a draft),
   the cascade and key comparison of issued months (:attr:`Action.VIEW_ISSUED_MONTH`; the
   comparison of a *closed* month only, since it is computed from the current inputs) and the
-  pricing page (:attr:`Action.VIEW_PRICING`). It reads a reopen's reason as clients read it.
+  pricing page (:attr:`Action.VIEW_PRICING`), and (issue 25) every client's watch of a month
+  (:attr:`Action.VIEW_WATCH`: month to date, projection, budget band, anomalies; labelled
+  "month to date, not issued", never a draft run's figures). It reads a reopen's reason as
+  clients read it.
   Its month pages (``/months``, ``/months/{M}``) show issued months only, without finance's
   workings (:func:`sees_month_workings`): a month never issued is **404** to it. It cannot
   close, reopen, ingest, list or withdraw batches, manage tokens, see the finance month
@@ -80,6 +86,10 @@ class Action(StrEnum):
     :func:`sees_month_workings`."""
     VIEW_PRICING = "view-pricing"
     """GET /pricing: the unit economics of a month (cost, margin, price floors per plan)."""
+    VIEW_WATCH = "view-watch"
+    """GET /api/v1/months/{M}/watch and the month page's "Month to date, not issued" section:
+    every client's month to date, projection and budget band, and every anomaly, from the
+    latest ``tenantcost watch`` run (issue 25). A client's own entry is ``view-client``'s."""
     VIEW_INVOICE = "view-invoice"
     """GET /api/v1/months/{M}/reconciliation?against=invoice: the invoice cascade (the
     cloud invoice's total, its bridge and every billed line outside the clients)."""
@@ -138,6 +148,7 @@ _ROLE_ACTIONS: dict[Role, frozenset[Action]] = {
             Action.VIEW_CLIENT,
             Action.VIEW_ISSUED_MONTH,
             Action.VIEW_PRICING,
+            Action.VIEW_WATCH,
         }
     ),
     Role.INGEST: frozenset({Action.INGEST_USAGE}),

@@ -22,9 +22,10 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, insert, select
+from sqlalchemy import BigInteger, Connection, Engine, case, cast, func, insert, select
 
 from tenantcost.store.cycle import connected
 from tenantcost.store.models import WatchEntry, WatchSnapshot, table, utcnow
@@ -159,10 +160,13 @@ def entry_count(bind: Connection | Engine, snapshot_id: int) -> int:
         return int(connection.execute(query).scalar_one())
 
 
-def snapshot_document(bind: Connection | Engine, snapshot: Snapshot) -> dict[str, Any]:
+def snapshot_document(
+    bind: Connection | Engine, snapshot: Snapshot, *, offset: int = 0, limit: int | None = None
+) -> dict[str, Any]:
     """The recorded run as the JSON contract's document (clients by id; each list with the
-    month-level items first, then each client's in client order)."""
-    clients = entries(bind, snapshot.id)
+    month-level items first, then each client's in client order). ``offset``/``limit``: one
+    page of the clients, with their own items (and every month-level item)."""
+    clients = entries(bind, snapshot.id, offset=offset, limit=limit)
     document = dict(snapshot.document)
     lists = {name: list(document.get(name, [])) for name in CLIENT_LISTS}
     bare = []
@@ -171,3 +175,95 @@ def snapshot_document(bind: Connection | Engine, snapshot: Snapshot) -> dict[str
             lists[name].extend(entry.get(name, []))
         bare.append({k: v for k, v in entry.items() if k not in CLIENT_LISTS})
     return {**document, "clients": bare, **lists}
+
+
+class EntryOrder(StrEnum):
+    """How a list of a watch run's clients is sorted (the month page's choices)."""
+
+    CLIENT = "client"
+    """By client id."""
+    STATUS = "status"
+    """``above`` first, then ``below``, ``within``, ``no_budget``; by client id within each."""
+    ABOVE = "above"
+    """By how far ``projected`` is over the band's ``high``, most first; clients without a
+    budget last; by client id on ties."""
+
+
+STATUS_RANK = {"above": 0, "below": 1, "within": 2, "no_budget": 3}
+"""The order of :attr:`EntryOrder.STATUS`: what needs a look first."""
+
+
+def watched_months(bind: Connection | Engine, client: str) -> list[str]:
+    """The months whose latest watch run has an entry for ``client`` (ascending): the months
+    a client's page may open even when no figure of them is issued (one query, by the
+    entries' primary key and the snapshots' month index)."""
+    s, e = table(WatchSnapshot), table(WatchEntry)
+    latest = select(func.max(s.c.id)).group_by(s.c.month)
+    query = (
+        select(s.c.month)
+        .join(e, e.c.snapshot_id == s.c.id)
+        .where(e.c.client == client, s.c.id.in_(latest))
+        .order_by(s.c.month)
+    )
+    with connected(bind) as connection:
+        return [str(m) for m in connection.execute(query).scalars()]
+
+
+def watched_month_list(bind: Connection | Engine) -> list[str]:
+    """Every month ``watch`` recorded a run of (ascending)."""
+    s = table(WatchSnapshot)
+    with connected(bind) as connection:
+        rows = connection.execute(select(s.c.month).distinct().order_by(s.c.month)).scalars()
+        return [str(m) for m in rows]
+
+
+def _budget_high(bind: Connection | Engine, entry: Any) -> Any:
+    """The band's ``high`` read from an entry's JSON in SQL (NULL without a budget): the
+    entry table keeps no column of it, and sorting 10,000 clients belongs in the database."""
+    if bind.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import JSONB
+
+        text = func.jsonb_extract_path_text(cast(entry, JSONB), "budget", "high")
+        return cast(text, BigInteger)
+    return cast(func.json_extract(entry, "$.budget.high"), BigInteger)
+
+
+def ranked_entries(
+    bind: Connection | Engine,
+    snapshot_id: int,
+    order: EntryOrder,
+    *,
+    offset: int = 0,
+    limit: int | None = None,
+    anomalous: bool = False,
+) -> list[dict[str, Any]]:
+    """A page of a watch run's clients in ``order`` (only those with anomalies if
+    ``anomalous``): sorted, filtered and paged in SQL."""
+    t = table(WatchEntry)
+    query = select(t.c.entry).where(t.c.snapshot_id == snapshot_id)
+    if anomalous:
+        query = query.where(t.c.anomalies > 0)
+    if order is EntryOrder.STATUS:
+        rank = case(STATUS_RANK, value=t.c.status, else_=len(STATUS_RANK))
+        query = query.order_by(rank, t.c.client)
+    elif order is EntryOrder.ABOVE:
+        over = t.c.projected - _budget_high(bind, t.c.entry)
+        query = query.order_by(over.is_(None), over.desc(), t.c.client)
+    else:
+        query = query.order_by(t.c.client)
+    query = query.offset(offset)
+    if limit is not None:
+        query = query.limit(limit)
+    with connected(bind) as connection:
+        return [dict(json.loads(text)) for text in connection.execute(query).scalars()]
+
+
+def anomaly_total(bind: Connection | Engine, snapshot_id: int) -> tuple[int, int]:
+    """How many anomalies a watch run found, and in how many clients."""
+    t = table(WatchEntry)
+    query = select(func.coalesce(func.sum(t.c.anomalies), 0), func.count()).where(
+        t.c.snapshot_id == snapshot_id, t.c.anomalies > 0
+    )
+    with connected(bind) as connection:
+        found, clients = connection.execute(query).one()
+    return int(found), int(clients)
