@@ -78,22 +78,46 @@ def generate(folder: Path) -> tuple[Path, Path]:
     base = {c: 20 + 3 * i for i, c in enumerate(CLIENTS)}
     costs, usage = [], []
     for day in days:
-        window = {"window_start": day.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                  "window_end": (day + pd.Timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")}
+        window = {
+            "window_start": day.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "window_end": (day + pd.Timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
         for client in CLIENTS:
             amount = base[client] * rng.uniform(0.92, 1.08)
             if (client, f"{day:%Y-%m-%d}") == (SPIKE[0], SPIKE[2]):
                 amount *= 10
-            costs.append({**window, "name": f"{client}/import-worker", "namespace": client,
-                          "controller": "import-worker", "total_cost": round(amount, 4)})
+            costs.append(
+                {
+                    **window,
+                    "name": f"{client}/import-worker",
+                    "namespace": client,
+                    "controller": "import-worker",
+                    "total_cost": round(amount, 4),
+                }
+            )
             if (client, f"{day:%Y-%m-%d}") == MISSING:
                 continue
             requests = 1000 * base[client] * rng.uniform(0.92, 1.08)
             cpu = requests * (20 if client == CHANGED else 1) * rng.uniform(0.97, 1.03)
-            usage.append({**window, "service": "search", "client": client,
-                          "requests": round(requests, 1), "cpu_seconds": round(cpu, 1)})
-        costs.append({**window, "name": "saas/search", "namespace": "saas",
-                      "controller": "search", "total_cost": round(300 * rng.uniform(0.95, 1.05), 4)})
+            usage.append(
+                {
+                    **window,
+                    "service": "search",
+                    "client": client,
+                    "requests": round(requests, 1),
+                    "cpu_seconds": round(cpu, 1),
+                }
+            )
+        search = round(300 * rng.uniform(0.95, 1.05), 4)
+        costs.append(
+            {
+                **window,
+                "name": "saas/search",
+                "namespace": "saas",
+                "controller": "search",
+                "total_cost": search,
+            }
+        )
     frame = pd.DataFrame(costs)
     for column in ("cluster", "node", "controller_kind", "pod"):
         frame[column] = ""
@@ -153,8 +177,12 @@ def test_contract_fields_are_exact(month: dict[str, Any]):
     assert doc["month"] == "2026-11" and doc["as_of"] == AS_OF
     assert doc["money"] == {"currency": "USD", "minor_unit_exponent": 6}
     assert [c["client"] for c in doc["clients"]] == CLIENTS
-    for name, items in (("client", doc["clients"]), ("anomaly", doc["anomalies"]),
-                        ("rule_change", doc["rule_changes"]), ("warning", doc["warnings"])):
+    for name, items in (
+        ("client", doc["clients"]),
+        ("anomaly", doc["anomalies"]),
+        ("rule_change", doc["rule_changes"]),
+        ("warning", doc["warnings"]),
+    ):
         assert items, name
         for item in items:
             assert set(item) == CONTRACT[name], item
@@ -167,7 +195,11 @@ def test_exactly_the_injected_spike_is_flagged(month: dict[str, Any]):
     (anomaly,) = month["document"]["anomalies"]
     client, source, day = SPIKE
     assert (anomaly["client"], anomaly["source"], anomaly["day"], anomaly["kind"]) == (
-        client, source, day, "spike")
+        client,
+        source,
+        day,
+        "spike",
+    )
     assert anomaly["id"] == anomaly_id(client, source, day, "spike")
     assert 8 * anomaly["baseline"] < anomaly["amount"] < 12 * anomaly["baseline"]
     assert anomaly["score"] >= 4
@@ -191,7 +223,7 @@ def test_the_rule_change_is_listed_with_its_effect_and_not_flagged(month: dict[s
     start, end = "2026-11-15T00:00:00Z", "2026-11-26T00:00:00Z"
     under_v2 = allocate_totals(month, only("v2"), start, end)
     under_v1 = allocate_totals(month, only("v1"), start, end)
-    effect = (under_v2 - under_v1)
+    effect = under_v2 - under_v1
     effect = effect[effect != 0]
     assert {c: e["effect"] for c, e in changes.items()} == effect.to_dict()
     assert changes[CHANGED]["effect"] > 0

@@ -165,8 +165,10 @@ class DailySink:
         n = next(_names)
         self.amounts, self.used = f"tc_watch_amounts_{n}", f"tc_watch_used_{n}"
         self.splits, self.services = f"tc_watch_splits_{n}", f"tc_watch_services_{n}"
-        con.execute(f"CREATE TEMP TABLE {self.amounts} (d BIGINT, rule_id VARCHAR, "
-                    "client VARCHAR, source VARCHAR, kind VARCHAR, key VARCHAR, amount BIGINT)")
+        con.execute(
+            f"CREATE TEMP TABLE {self.amounts} (d BIGINT, rule_id VARCHAR, "
+            "client VARCHAR, source VARCHAR, kind VARCHAR, key VARCHAR, amount BIGINT)"
+        )
         con.execute(f"CREATE TEMP TABLE {self.used} (d BIGINT, client VARCHAR, service VARCHAR)")
         splits, services = source_splits(ruleset)
         con.register(self.splits, splits)
@@ -209,8 +211,9 @@ def source_splits(ruleset: RuleSet) -> tuple[pd.DataFrame, pd.DataFrame]:
     services = labels[["spec", "rule_id", "source"]].merge(specs.services, on="spec")
     over = services.groupby("spec")["service"].agg(lambda s: ",".join(sorted(set(s))))
     split = labels["kind"] + " " + labels["key"] + " over " + labels["spec"].map(over).fillna("")
-    splits = pd.DataFrame({"rule_id": labels["rule_id"], "source": labels["source"],
-                           "split": split.astype("str")}).drop_duplicates(["rule_id", "source"])
+    splits = pd.DataFrame(
+        {"rule_id": labels["rule_id"], "source": labels["source"], "split": split.astype("str")}
+    ).drop_duplicates(["rule_id", "source"])
     return splits.reset_index(drop=True), services[["rule_id", "source", "service"]]
 
 
@@ -268,8 +271,13 @@ def _answer(store: Store, span: Span, ruleset: RuleSet, params: WatchParams) -> 
     in_month = costs[costs["window_start"] >= span.month.start]
     if in_month.empty:
         detail = f"no cost data stored for {span.month.start:%Y-%m} before {head['as_of']}"
-        return {**head, "clients": [], "anomalies": [], "rule_changes": [],
-                "warnings": [_warning(None, span.month.start, WarningKind.NO_DATA, detail)]}
+        return {
+            **head,
+            "clients": [],
+            "anomalies": [],
+            "rule_changes": [],
+            "warnings": [_warning(None, span.month.start, WarningKind.NO_DATA, detail)],
+        }
     period = Period(costs["window_start"].min(), costs["window_end"].max())
     con = connect()
     sink = DailySink(con, ruleset)
@@ -345,7 +353,7 @@ def _budgets(bind: Engine | Connection, month: str) -> pd.DataFrame:
     """The month's budget band per client (``tenantcost.store.budgets``); empty, with the
     documented columns, where that module is not there."""
     try:
-        from tenantcost.store.budgets import month_budgets  # type: ignore[import-not-found]
+        from tenantcost.store.budgets import month_budgets
     except ImportError:  # the budgets part is not in this build yet
         return pd.DataFrame({c: pd.Series(dtype="str" if c == "client" else "int64")
                              for c in BUDGET_COLUMNS})  # fmt: skip
@@ -374,8 +382,13 @@ def _client_record(row: dict[str, Any]) -> dict[str, Any]:
     budget = None
     if not pd.isna(row["expected"]):
         budget = {name: int(row[name]) for name in ("low", "expected", "high")}
-    return {"client": str(row["client"]), "month_to_date": int(row["month_to_date"]),
-            "projected": int(row["projected"]), "budget": budget, "status": str(row["status"])}
+    return {
+        "client": str(row["client"]),
+        "month_to_date": int(row["month_to_date"]),
+        "projected": int(row["projected"]),
+        "budget": budget,
+        "status": str(row["status"]),
+    }
 
 
 def _rule_changes(
@@ -402,6 +415,7 @@ def _rule_changes(
 
 def _changes_split(splits: pd.DataFrame, previous: str, version: str) -> bool:
     """Whether some keyed source is split otherwise (or only exists) under ``version``."""
+
     def signed(rule_id: str) -> set[tuple[str, str]]:
         chosen = splits[splits["rule_id"] == rule_id]
         return set(zip(chosen["source"], chosen["split"], strict=True))

@@ -32,7 +32,8 @@ def watch_table(document: dict[str, Any]) -> str:
     anomalies = document["anomalies"]
     if anomalies:
         rows = [[a["client"], a["source"], a["day"], a["kind"], money(a["amount"]),
-                 money(a["baseline"]), f"{a['score']:.2f}", a["id"]] for a in anomalies]  # fmt: skip
+                 money(a["baseline"]), f"{a['score']:.2f}", a["id"]]
+                for a in anomalies]  # fmt: skip
         headers = ["client", "source", "day", "kind", "amount", "baseline", "score", "id"]
         parts.append("anomalies\n" + render_table(headers, rows, right={4, 5, 6}))
     changes = document["rule_changes"]
