@@ -284,6 +284,34 @@ def test_a_month_without_data_is_an_empty_answer_and_exit_0(month: dict[str, Any
     assert warning["kind"] == "no_data" and warning["client"] is None
 
 
+def test_lagging_costs_a_partly_covered_day_is_a_warning_not_a_drop(month: dict[str, Any]):
+    """January 2027 holds 12 h of costs of its first day: the 1st is complete at as_of but
+    covered in part, so it is not scored (a `no_costs` warning naming the hours) and the
+    projection scales the 12 h covered to the month's 744 h."""
+    folder = month["folder"]
+    window = {"window_start": "2027-01-01T00:00:00Z", "window_end": "2027-01-01T12:00:00Z"}
+    rows = [{**window, "name": "tenant-c01/import-worker", "namespace": "tenant-c01",
+             "controller": "import-worker", "total_cost": 12.5}]  # fmt: skip
+    frame = pd.DataFrame(rows)
+    for column in ("cluster", "node", "controller_kind", "pod"):
+        frame[column] = ""
+    frame.to_csv(folder / "january.csv", index=False)
+    where = ("--db", month["url"], "--data", month["data"])
+    done = cli("ingest", "costs", "--costs", str(folder / "january.csv"), *where)
+    assert done.exit_code == 0, done.output
+    done = cli("watch", "--month", "2027-01", "--as-of", "2027-01-02T06:00:00Z",
+               "--format", "json", *where)  # fmt: skip
+    assert done.exit_code == 0, done.output
+    doc = json.loads(done.stdout)
+    assert doc["clients"] == [{"client": "tenant-c01", "month_to_date": 12_500_000,
+                               "projected": 12_500_000 * 62, "budget": None,
+                               "status": "no_budget"}]  # fmt: skip
+    assert doc["anomalies"] == [] and doc["rule_changes"] == []
+    (warning,) = doc["warnings"]
+    assert (warning["kind"], warning["day"], warning["client"]) == ("no_costs", "2027-01-01", None)
+    assert "12 of 24 h" in warning["detail"]
+
+
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [

@@ -291,7 +291,8 @@ def _answer(store: Store, span: Span, ruleset: RuleSet, params: WatchParams) -> 
     scored = score_days(daily, [d for d in span.days if d in cost_days], params)
     gaps = scored.gaps[pd.to_datetime(scored.gaps["day"], utc=True).isin(cost_days)]
     clients = _clients(span, sink, _budgets(store.engine, head["month"]), in_month)
-    warnings = [*_month_warnings(span, cost_days, allocation.unbilled), *_gap_warnings(gaps)]
+    month_level = _month_warnings(span, in_month, cost_days, allocation.unbilled)
+    warnings = [*month_level, *_gap_warnings(gaps)]
     return {**head, "clients": clients, "anomalies": _records(scored.anomalies),
             "rule_changes": changes, "warnings": warnings}  # fmt: skip
 
@@ -337,9 +338,18 @@ def _allocate(
     return Allocated(result, unbilled)
 
 
+def _day_coverage(costs: pd.DataFrame) -> pd.Series:
+    """Seconds covered by cost windows per UTC day (of the window's start)."""
+    windows = costs[["window_start", "window_end"]].drop_duplicates()
+    seconds = (windows["window_end"] - windows["window_start"]).dt.total_seconds()
+    return seconds.groupby(pd.to_datetime(windows["window_start"], utc=True).dt.floor("D")).sum()
+
+
 def _cost_days(costs: pd.DataFrame) -> set[pd.Timestamp]:
-    """The UTC days on which some cost window starts."""
-    return set(pd.to_datetime(costs["window_start"], utc=True).dt.floor("D").unique())
+    """The UTC days wholly covered by cost data: only those are scored (a day the costs
+    reach only in part would look like a drop of every client)."""
+    coverage = _day_coverage(costs)
+    return set(coverage.index[coverage >= DAY_SECONDS])
 
 
 def _covered_seconds(costs: pd.DataFrame) -> int:
@@ -452,13 +462,13 @@ def _effects(
 
 
 def _month_warnings(
-    span: Span, cost_days: set[pd.Timestamp], unbilled: pd.DataFrame
+    span: Span, in_month: pd.DataFrame, cost_days: set[pd.Timestamp], unbilled: pd.DataFrame
 ) -> list[dict[str, Any]]:
-    """``no_costs`` for each complete day of the month without cost data; ``unbilled`` for
-    each day of the month some cluster's money is OpenCost's estimate on (lagging billing
-    data). Month level: they name no client."""
-    out = [_warning(None, day, WarningKind.NO_COSTS,
-                    "no cost data for this day: it is not scored and not in month_to_date")
+    """``no_costs`` for each complete day of the month without cost data for all its hours;
+    ``unbilled`` for each day of the month some cluster's money is OpenCost's estimate on
+    (lagging billing data). Month level: they name no client."""
+    coverage = _day_coverage(in_month)
+    out = [_warning(None, day, WarningKind.NO_COSTS, _no_costs_detail(coverage.get(day, 0)))
            for day in span.days if day not in cost_days]  # fmt: skip
     for cluster, first, last in unbilled.itertuples(index=False):  # per unbilled period: few
         start = max(pd.Timestamp(first).tz_convert("UTC").floor("D"), span.month.start)
@@ -468,6 +478,13 @@ def _month_warnings(
                       "estimate (unbilled)")  # fmt: skip
             out.append(_warning(None, day, WarningKind.UNBILLED, detail))
     return out
+
+
+def _no_costs_detail(seconds: float) -> str:
+    if seconds <= 0:
+        return "no cost data for this day: it is not scored"
+    return (f"cost data covers {seconds / 3600:g} of 24 h of this day (lagging costs): it is "
+            "not scored; month_to_date has the hours covered")  # fmt: skip
 
 
 def _gap_warnings(gaps: pd.DataFrame) -> list[dict[str, Any]]:
