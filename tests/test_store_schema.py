@@ -46,15 +46,17 @@ COMPACTION_TABLES = {"usage_compaction"}
 SHEET_TABLES = {"sheet_render", "sheet_render_job"}
 BRIDGE_TABLES = {"month_bridge", "month_bridge_client", "month_bridge_part"}
 WATCH_TABLES = {"watch_snapshot", "watch_entry"}
+ALERT_TABLES = {"alert_delivery"}
 LATER = (REPORT_TABLES | SERVICE_TABLES | WEB_TABLES | CATALOG_TABLES | WITHDRAW_TABLES
          | BILLING_TABLES | OTLP_TABLES | COMPACTION_TABLES | BRIDGE_TABLES | SHEET_TABLES
-         | WATCH_TABLES)
+         | WATCH_TABLES | ALERT_TABLES)
 """The tables after 0005 (cycle), dropped by the first downgrade steps."""
 TABLES = {"store_meta", "rule_file", "rule_version", "batch", "batch_cell", "batch_file",
           *RUN_TABLES, *CYCLE_TABLES, *SERVICE_TABLES, *REPORT_TABLES, *WEB_TABLES,
           *CATALOG_TABLES, *WITHDRAW_TABLES, *BILLING_TABLES, *OTLP_TABLES,
-          *COMPACTION_TABLES, *BRIDGE_TABLES, *SHEET_TABLES, *WATCH_TABLES}  # fmt: skip
-HEAD = "0021"
+          *COMPACTION_TABLES, *BRIDGE_TABLES, *SHEET_TABLES, *WATCH_TABLES,
+          *ALERT_TABLES}  # fmt: skip
+HEAD = "0023"
 BATCH_TABLES = {"batch", "batch_cell", "batch_file"}
 runner = CliRunner()
 
@@ -85,7 +87,8 @@ def assert_one_line_refusal(result, *fragments: str) -> str:
 def test_the_migrations_form_one_chain_ending_at_head():
     assert known_revisions() == {"0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008",
                                  "0009", "0010", "0011", "0012", "0013", "0014",
-                                 "0015", "0016", "0017", "0018", "0020", "0021"}  # fmt: skip
+                                 "0015", "0016", "0017", "0018", "0020", "0021",
+                                 "0023"}  # fmt: skip
     assert head_revision() == HEAD
 
 
@@ -109,16 +112,19 @@ def test_upgrade_from_empty_then_down_to_base_and_up_again(store_url: str):
     assert any("product" in c["sqltext"] for c in token_checks)
     part_indexes = {i["name"] for i in inspect(engine).get_indexes("month_bridge_part")}
     assert "ix_month_bridge_part_bridge_id_client" in part_indexes
+    downgrade(engine, "0021")
+    assert current_revision(engine) == "0021" and tables(engine) == TABLES - ALERT_TABLES
     downgrade(engine, "0020")
-    assert current_revision(engine) == "0020" and tables(engine) == TABLES - WATCH_TABLES
+    watched = WATCH_TABLES | ALERT_TABLES
+    assert current_revision(engine) == "0020" and tables(engine) == TABLES - watched
     downgrade(engine, "0018")
-    assert current_revision(engine) == "0018" and tables(engine) == TABLES - WATCH_TABLES
+    assert current_revision(engine) == "0018" and tables(engine) == TABLES - watched
     token_checks = inspect(engine).get_check_constraints("token")
     assert token_checks and not any("product" in c["sqltext"] for c in token_checks)
     downgrade(engine, "0017")
-    assert current_revision(engine) == "0017" and tables(engine) == TABLES - SHEET_TABLES - WATCH_TABLES
+    assert current_revision(engine) == "0017" and tables(engine) == TABLES - SHEET_TABLES - watched
     downgrade(engine, "0016")
-    without = SHEET_TABLES | BRIDGE_TABLES | WATCH_TABLES
+    without = SHEET_TABLES | BRIDGE_TABLES | watched
     assert current_revision(engine) == "0016" and tables(engine) == TABLES - without
     downgrade(engine, "0015")
     at_0015 = TABLES - without - COMPACTION_TABLES

@@ -844,6 +844,40 @@ class WatchEntry(StoreModel, table=True):
     entry: str = Field(sa_type=Text)
 
 
+ALERT_CHANNELS = ("webhook", "email")
+ALERT_KINDS = ("anomaly", "status")
+DELIVERY_STATUSES = ("sending", "sent", "failed")
+"""``sending``: a ``watch --notify`` run holds the delivery; ``sent`` is final; ``failed`` is
+tried again by the next run (:mod:`tenantcost.store.alert_deliveries`)."""
+
+
+class AlertDelivery(StoreModel, table=True):
+    """One alert to one destination over one channel (0023): whether it was sent, how many
+    attempts it took or has failed, the last error and when, so that ``watch --notify``
+    delivers each alert once and retries a failed delivery at its next run."""
+
+    __tablename__ = "alert_delivery"
+    __table_args__ = _table_args(
+        ("channel", _in("channel", ALERT_CHANNELS)),
+        ("kind", _in("kind", ALERT_KINDS)),
+        ("status", _in("status", DELIVERY_STATUSES)),
+        Index("ix_alert_delivery_month", "month"),
+    )
+
+    alert_key: str = Field(primary_key=True, max_length=64)
+    destination: str = Field(primary_key=True, sa_type=Text)
+    channel: str = Field(primary_key=True, max_length=8)
+    month: str = Field(max_length=7)
+    client: str = Field(sa_type=Text)
+    kind: str = Field(max_length=16)
+    status: str = Field(max_length=16)
+    attempts: int = Field(sa_type=Integer)
+    last_error: str | None = Field(default=None, sa_type=Text)
+    first_attempt_at: datetime = Field(sa_type=UTCDateTime)
+    last_attempt_at: datetime = Field(sa_type=UTCDateTime)
+    sent_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
 def table(model: type[StoreModel]) -> Table:
     """A model's Core table, for bulk inserts and set queries (SQLModel does not declare
     ``__table__`` to type checkers)."""
