@@ -17,8 +17,12 @@ without data (exit 0, `no_data`), and the one-line refusals.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import threading
 from fractions import Fraction
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +36,8 @@ from tenantcost.store.engine import open_engine
 from tenantcost.store.settings import resolve_settings
 from tenantcost.store.watch_snapshots import latest_snapshot, snapshot_document
 from tenantcost.watch import anomaly_id
+
+from .postgres_fixture import free_port
 
 runner = CliRunner()
 CLIENTS = [f"tenant-c{i:02d}" for i in range(1, 13)]
@@ -310,6 +316,68 @@ def test_lagging_costs_a_partly_covered_day_is_a_warning_not_a_drop(month: dict[
     (warning,) = doc["warnings"]
     assert (warning["kind"], warning["day"], warning["client"]) == ("no_costs", "2027-01-01", None)
     assert "12 of 24 h" in warning["detail"]
+
+
+def test_notify_tells_the_spike_once_to_its_account_manager(month, tmp_path, monkeypatch):
+    """`watch --notify` run three times, as an hourly CronJob would: the spike reaches the
+    webhook of tenant-c03's account manager once, signed, with its figures and source and
+    no other client; a closed month re-watched sends nothing."""
+    got: list[tuple[dict[str, str], bytes]] = []
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            got.append((dict(self.headers.items()),
+                        self.rfile.read(int(self.headers["Content-Length"]))))  # fmt: skip
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    settings = tmp_path / "settings.yaml"
+    settings.write_text(
+        "alerts:\n  destinations:\n    am-carol: {webhook: "
+        f'"http://127.0.0.1:{server.server_address[1]}/hook", secret_env: TC_WATCH_HOOK}}\n'
+        "  routes:\n    - {clients: [tenant-c03], to: [am-carol]}\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("TC_WATCH_HOOK", "carol-secret")
+    where = ("--settings", str(settings), "--db", month["url"], "--data", month["data"])
+    try:
+        for _ in range(3):
+            done = cli("watch", "--month", "2026-11", "--as-of", AS_OF, "--notify", *where)
+            assert done.exit_code == 0, done.output
+        if all(w != "2026-10" for w in closed_months(month)):
+            for step in (("run", "--month", "2026-10"),
+                         ("close", "--month", "2026-10", "--allow-incomplete")):  # fmt: skip
+                assert cli(*step, *where).exit_code == 0
+        done = cli("watch", "--month", "2026-10", "--notify", *where)
+        assert done.exit_code == 0, done.output
+        assert "closed" in done.stderr
+    finally:
+        server.shutdown()
+        server.server_close()
+    ((headers, body),) = got
+    digest = hmac.new(b"carol-secret", body, hashlib.sha256).hexdigest()
+    assert headers["X-Tenantcost-Signature"] == f"sha256={digest}"
+    payload = json.loads(body)
+    spike = next(a for a in month["document"]["anomalies"])
+    assert payload["client"] == SPIKE[0]
+    text = body.decode("utf-8")
+    assert SPIKE[1] in text and SPIKE[2] in text and str(spike["amount"]) in text
+    assert not [c for c in CLIENTS if c != SPIKE[0] and c in text]
+
+
+def closed_months(month: dict[str, Any]) -> list[str]:
+    from tenantcost.store.cycle import closed_months as closed
+
+    engine = open_engine(resolve_settings(db=month["url"], environ={}))
+    return closed(
+        engine, pd.Timestamp("2026-10-01", tz="UTC"), pd.Timestamp("2026-11-01", tz="UTC")
+    )
 
 
 @pytest.mark.parametrize(

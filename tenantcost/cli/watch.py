@@ -3,8 +3,9 @@
 A thin shell: :func:`tenantcost.store.watch_run.watch_month` computes the answer from the
 store and records it (the service shows the latest), this module prints it (JSON: the
 contract of docs/watch.md; table: :mod:`tenantcost.writers.watch_text`) and, with
-``--notify``, hands it to the alerts. A month without data yet is an empty answer with a
-``no_data`` warning and exit 0: a CronJob on the 1st of the month must not fail.
+``--notify``, hands it to the alerts (docs/alerts.md): sent once per alert and destination;
+exit 1 if a delivery failed (the next run tries it again). A month without data yet is an
+empty answer with a ``no_data`` warning and exit 0: a CronJob on the 1st must not fail.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from tenantcost.cli.store import DataOpt, DbOpt, SettingsOpt, _register
 from tenantcost.errors import InputError
 
 if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
     from tenantcost.store.settings import StoreSettings
     from tenantcost.store.watch_run import Watched
 
@@ -64,20 +67,26 @@ def watch_command(
     at = parse_as_of(as_of)
     resolved = resolve_settings(db, data, settings)
     if notify and resolved.alerts is None:
-        raise InputError("--notify: the settings have no `alerts:` section naming where alerts "
-                         "go (see config/settings.example.yaml)")  # fmt: skip
-    if notify:
-        _notify(resolved, None)
+        from tenantcost.store.notify import MISSING_SECTION
+
+        raise InputError(MISSING_SECTION)  # before anything is computed or recorded
     with current_store(resolved) as engine:
         store = Store(engine, DataDir(resolved.require_data()))
         watched = watch_month(store, month, at, resolved.watch, os_actor())
         text = json.dumps(watched.document, indent=2, ensure_ascii=False)
         typer.echo(text if fmt == "json" else watch_table(watched.document))
         if notify:
-            _notify(resolved, watched)
+            _notify(engine, resolved, watched)
 
 
-def _notify(resolved: StoreSettings, watched: Watched | None) -> None:
-    """Hand the answer to the alerts (``tenantcost.alerts_send.notify``, part ALERTS of issue
-    25: wired when it is merged; until then ``--notify`` is refused before anything runs)."""
-    raise InputError("--notify: alert delivery is not in this build yet; run without --notify")
+def _notify(engine: Engine, resolved: StoreSettings, watched: Watched) -> None:
+    """Hand the answer to the alerts (:func:`tenantcost.store.notify.notify`): its summary
+    on stderr; exit 1 when a delivery failed (it is tried again by the next run), so a
+    CronJob's failed runs show that a destination is not reached."""
+    from tenantcost.store.notify import notify, routing_catalog
+
+    report = notify(engine, resolved.alerts, watched.document, month_closed=watched.month_closed,
+                    catalog=routing_catalog(engine))  # fmt: skip
+    typer.echo(report.summary(), err=True)
+    if report.failed:
+        raise typer.Exit(1)
