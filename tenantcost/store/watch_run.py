@@ -37,7 +37,6 @@ service, which never computes a watch in a request.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -293,7 +292,7 @@ def _answer(store: Store, span: Span, ruleset: RuleSet, params: WatchParams) -> 
     clients = _clients(span, sink, _budgets(store.engine, head["month"]), in_month)
     month_level = _month_warnings(span, in_month, cost_days, allocation.unbilled)
     warnings = [*month_level, *_gap_warnings(gaps)]
-    return {**head, "clients": clients, "anomalies": _records(scored.anomalies),
+    return {**head, "clients": clients, "anomalies": scored.anomaly_records(),
             "rule_changes": changes, "warnings": warnings}  # fmt: skip
 
 
@@ -375,7 +374,9 @@ def _clients(
 ) -> list[dict[str, Any]]:
     """Each client with a line in the month or a budget for it, by client id."""
     totals = sink.totals(span.month.start).rename(columns={"amount": "month_to_date"})
-    band = budgets[["client", "low", "expected", "high"]].astype({"client": "str"})
+    band = budgets[["client", "low", "expected", "high"]].astype(
+        {"client": "str", "low": "Int64", "expected": "Int64", "high": "Int64"}
+    )  # nullable integers: a client without a budget never turns money into floats
     frame = totals.merge(band, on="client", how="outer").sort_values("client", kind="stable")
     frame["month_to_date"] = frame["month_to_date"].fillna(0).astype("int64")
     if span.as_of >= span.month.end:
@@ -498,15 +499,6 @@ def _gap_warnings(gaps: pd.DataFrame) -> list[dict[str, Any]]:
 def _warning(client: str | None, day: pd.Timestamp, kind: WarningKind, detail: str
              ) -> dict[str, Any]:  # fmt: skip
     return {"client": client, "day": f"{day:%Y-%m-%d}", "kind": str(kind), "detail": detail}
-
-
-def _records(anomalies: pd.DataFrame) -> list[dict[str, Any]]:
-    """The core's anomalies as the contract's objects (plain Python values)."""
-    convert: dict[str, Callable[[Any], Any]] = {
-        "id": str, "client": str, "source": str, "day": str, "amount": int, "baseline": int,
-        "score": float, "kind": str,
-    }  # fmt: skip
-    return [{k: convert[k](row[k]) for k in convert} for row in anomalies.to_dict("records")]
 
 
 __all__ = ["DailySink", "Span", "Watched", "source_splits", "watch_month"]
