@@ -83,6 +83,8 @@ def ensure_half_month(case: str, data_dir: Path, seed: int, tenantcost: str) -> 
         meta = json.loads(meta_file.read_text(encoding="utf-8"))
         if all(meta.get(k) == v for k, v in {**params, "seed": seed}.items()):
             print(f"[watch {case}] reusing {folder} ({meta['usage_rows']:,} usage rows)")
+            upgrade = [tenantcost, "db", "upgrade", *store_args(folder)]  # a newer schema
+            subprocess.run(upgrade, check=True, capture_output=True)
             return dict(meta)
     shutil.rmtree(folder, ignore_errors=True)
     cmd = [sys.executable, str(HERE / "generate.py"), "--clients", str(params["clients"]),
