@@ -39,6 +39,8 @@ file against the same rows as Parquet (``--csv-case``).
 ``allocate`` on SQLite and PostgreSQL (``--store-cases``, ``--store-backends``).
 ``billing`` (on demand, benchmarks/billing_section.py): ``allocate`` on the small case with a
 10 M-row FOCUS billing file against without, and the plain DuckDB query that bounds it.
+``watch`` (on demand, benchmarks/watch_section.py): ``watch`` at mid-month on the store against
+``allocate`` on the same hours (``--watch-cases``, default the 10,000-client case).
 """
 
 from __future__ import annotations
@@ -712,8 +714,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sections",
         default="startup,cases,report,pdf,csv",
-        help="comma list of startup,cases,report,pdf,csv,store,billing (default: all but store "
-        "and billing)",
+        help="comma list of startup,cases,report,pdf,csv,store,billing,watch (default: all but "
+        "store, billing and watch)",
     )
     parser.add_argument(
         "--allocate-output",
@@ -740,9 +742,12 @@ def main(argv: list[str] | None = None) -> int:
     from billing_section import add_arguments as add_billing_arguments
     from billing_section import billing_section
     from store import add_arguments, store_section  # the store section (benchmarks/store.py)
+    from watch_section import add_arguments as add_watch_arguments
+    from watch_section import watch_section
 
     add_arguments(parser)
     add_billing_arguments(parser)
+    add_watch_arguments(parser)
     args = parser.parse_args(argv)
     sections = {s.strip() for s in args.sections.split(",") if s.strip()}
     args.engines = {e.strip() for e in args.engines.split(",") if e.strip()}
@@ -778,6 +783,8 @@ def main(argv: list[str] | None = None) -> int:
         texts.append("## Store\n\n" + store_section(args, other_errors))
     if "billing" in sections:
         texts.append("## Billing data\n\n" + billing_section(args, other_errors))
+    if "watch" in sections:
+        texts.append("## Watch\n\n" + watch_section(args, other_errors))
     text = "\n\n".join(texts)
     print()
     print(text)

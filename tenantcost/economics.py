@@ -472,13 +472,20 @@ def project(economics: Economics, as_of: pd.Timestamp) -> Projection | None:
     )
 
 
+def run_rate(amounts: Any, month_seconds: int, covered: int) -> np.ndarray:
+    """Month-end amounts at the current run rate: amount x month seconds / covered seconds,
+    half to even, in Python integers (exact past int64). The one projection formula: the
+    projection here and ``tenantcost watch``'s ``projected`` both use it."""
+    values = np.asarray(amounts).astype(object) * month_seconds
+    return np.asarray(div_half_even(values, covered)).astype("int64")
+
+
 def _scaled(frame: pd.DataFrame, month_seconds: int, covered: int) -> pd.DataFrame:
     """``cost`` and ``all_in_cost`` at the run rate, and the margin they leave."""
     keys = [c for c in ("client", "group", "revenue", "has_revenue") if c in frame]
     out = frame[keys].copy()
     for column in ("cost", "all_in_cost"):
-        values = frame[column].to_numpy().astype(object) * month_seconds
-        out[column] = div_half_even(values, covered).astype("int64")
+        out[column] = run_rate(frame[column].to_numpy(), month_seconds, covered)
     out["margin"] = out["revenue"] - out["all_in_cost"]
     out["margin_pct"] = ratio(out["margin"], out["revenue"])
     return out

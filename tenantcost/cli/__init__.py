@@ -29,6 +29,7 @@ from tenantcost.cli import economics as _economics  # noqa: F401  (registers uni
 from tenantcost.cli import explain as _explain  # noqa: F401  (registers explain)
 from tenantcost.cli import service as _service  # noqa: F401  (registers serve and token)
 from tenantcost.cli import store as _store  # noqa: F401  (registers db, rules and ingest)
+from tenantcost.cli import watch as _watch  # noqa: F401  (registers watch)
 from tenantcost.cli.commands import app
 from tenantcost.cli.help_pages import point_help_to_docs
 
