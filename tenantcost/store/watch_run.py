@@ -213,7 +213,8 @@ def source_splits(ruleset: RuleSet) -> tuple[pd.DataFrame, pd.DataFrame]:
     splits = pd.DataFrame(
         {"rule_id": labels["rule_id"], "source": labels["source"], "split": split.astype("str")}
     ).drop_duplicates(["rule_id", "source"])
-    return splits.reset_index(drop=True), services[["rule_id", "source", "service"]]
+    services = services[["rule_id", "source", "service"]].astype("str")  # typed when empty
+    return splits.reset_index(drop=True).astype("str"), services
 
 
 # --------------------------------------------------------------------------- the watch
