@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from tenantcost.cli.shell import app, user_errors
-from tenantcost.cli.store import EXIT_LOCKED, DataOpt, DbOpt, SettingsOpt, WaitOpt
+from tenantcost.cli.store import DataOpt, DbOpt, SettingsOpt, WaitOpt, locked_exits_4
 from tenantcost.errors import InputError
 
 FORMATS = ("table", "json", "csv")
@@ -109,6 +109,7 @@ def budget_plan_command(
 
 @budget_app.command("load")
 @user_errors
+@locked_exits_4
 def budget_load_command(
     path: Annotated[
         Path,
@@ -124,7 +125,7 @@ def budget_load_command(
     closed month's budget does not change."""
     from tenantcost.store.actor import os_actor
     from tenantcost.store.budgets import load_budget
-    from tenantcost.store.lock import StoreLocked, write_transaction
+    from tenantcost.store.lock import write_transaction
     from tenantcost.store.schema import current_store
     from tenantcost.store.settings import resolve_settings
 
@@ -132,12 +133,8 @@ def budget_load_command(
     if not path.is_file():
         raise InputError("file not found", file=str(path))
     resolved = resolve_settings(db, data, settings)
-    try:
-        with current_store(resolved) as engine, write_transaction(engine, wait) as connection:
-            loaded = load_budget(connection, path, month, os_actor())
-    except StoreLocked as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(EXIT_LOCKED) from None
+    with current_store(resolved) as engine, write_transaction(engine, wait) as connection:
+        loaded = load_budget(connection, path, month, os_actor())
     if loaded.already_loaded:
         typer.echo(f"{path}: already {month}'s budget in force (version {loaded.version})")
         return

@@ -90,13 +90,13 @@ def _register(
     group: typer.Typer, name: str
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
     def decorate(func: Callable[..., None]) -> Callable[..., None]:
-        group.command(name)(user_errors(_locked_exits_4(func)))
+        group.command(name)(user_errors(locked_exits_4(func)))
         return func
 
     return decorate
 
 
-def _locked_exits_4(func: Callable[..., None]) -> Callable[..., None]:
+def locked_exits_4(func: Callable[..., None]) -> Callable[..., None]:
     """The store locked by another process past ``--wait``: one line, exit 4."""
 
     @functools.wraps(func)
@@ -417,7 +417,7 @@ def _ingest_group(
 
 _ingest_group_command = ingest_app.registered_callback
 assert _ingest_group_command is not None
-_ingest_group_command.callback = user_errors(_locked_exits_4(_ingest_group))
+_ingest_group_command.callback = user_errors(locked_exits_4(_ingest_group))
 
 
 def _since_last(
