@@ -16,7 +16,7 @@ The public entry points, :func:`allocate` (in-memory usage, window-level lines) 
    runs the chunks in this process, the Dask engine on a cluster;
 4. **fold** (``tenantcost.engine.fold``) the chunks, in time order, into an
    :class:`~tenantcost.result.AllocationResult`: window-level lines, or lines summed per
-   client and source over the period while a sink (``tenantcost.writers.lines_csv`` for
+   client and source over the period while a sink (``tenantcost.engine.lines_csv`` for
    ``lines_out``) receives the window-level lines, so memory stays bounded.
 
 Every amount is an ``int64`` of micro-units and every split conserves its parent, so the
@@ -40,6 +40,7 @@ from tenantcost.config.rules import RuleSet, check_against_usage
 from tenantcost.engine import Engine, LinesSink, LocalEngine
 from tenantcost.engine.chunks import chunk_tasks
 from tenantcost.engine.fold import fold_chunks
+from tenantcost.engine.lines_csv import LinesCsvFile
 from tenantcost.errors import InputWarning, warn
 from tenantcost.kinds import Detail
 from tenantcost.plan import NO_CLIENT, BilledInputs, Plan, plan_allocation
@@ -56,7 +57,6 @@ from tenantcost.windows import (
     longest_window,
     select_period,
 )
-from tenantcost.writers.lines_csv import LinesCsvFile
 
 __all__ = [
     "NO_CLIENT",

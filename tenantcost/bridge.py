@@ -70,8 +70,9 @@ import pandas as pd
 
 from tenantcost.config.rules import RuleSet, RuleVersion
 from tenantcost.errors import InternalError
+from tenantcost.key_units import key_label, unit_basis
 from tenantcost.kinds import KEYED_KINDS, LineKind
-from tenantcost.money import MICROS_PER_UNIT
+from tenantcost.money import MICROS_PER_UNIT, money_header
 from tenantcost.result import AllocationResult
 from tenantcost.windows import Period
 
@@ -463,15 +464,11 @@ def _percent(ratio: pd.Series) -> pd.Series:
 
 def _basis(keys: pd.Series) -> pd.Series:
     """How a unit cost is quoted for each key (the sheet's unit basis)."""
-    from tenantcost.report.display import key_label, unit_basis
-
     labels = {k: (unit_basis(k) or (f"per unit of {key_label(k)}", 1.0))[0] for k in keys.unique()}
     return keys.map(labels)
 
 
 def _measure_words(keys: pd.Series, sources: pd.Series) -> pd.Series:
-    from tenantcost.report.display import key_label
-
     labels = {k: key_label(k) for k in keys.unique()}
     words = "your " + sources + " " + keys.map(labels)
     counted = keys.isin(["even"]) | keys.str.startswith("weights")
@@ -622,8 +619,6 @@ class ClientBridge:
 
     def document(self) -> dict[str, Any]:
         """The JSON document: amounts in the minor unit of ``allocate --format json``."""
-        from tenantcost.writers.json_output import money_header
-
         parts = [
             {"effect": str(e), "source": str(s), "amount": int(a), "text": str(t)}
             for e, s, a, t in zip(

@@ -10,7 +10,8 @@ Precedence for ``allocate``, ``compare`` and ``reconcile`` (:func:`load_costs`):
 
 ``collect`` (:func:`collect_to_folder`) asks the API for a period and writes the raw responses
 (``responses/opencost-<start>-<end>.json`` and ``responses/requests.tsv``) and the canonical
-cost table ``costs.csv`` into a folder, which any later run can read with ``--costs``.
+cost table ``costs.csv`` into a folder, which any later run can read with ``--costs``. Its
+summary on the terminal is a writer's (``tenantcost.writers.collection``).
 """
 
 from __future__ import annotations
@@ -26,9 +27,8 @@ from tenantcost.config.rules import RuleSet
 from tenantcost.config.sources import OpenCostSource
 from tenantcost.errors import InputError
 from tenantcost.readers.costs import read_costs
-from tenantcost.timefmt import ISO_Z_FORMAT, iso_z_seconds
+from tenantcost.timefmt import ISO_Z_FORMAT
 from tenantcost.windows import Period
-from tenantcost.writers.text import money, render_table
 
 if TYPE_CHECKING:  # the API client (requests, urllib3) is imported only when costs come from it
     from tenantcost.readers.opencost_api import Collection
@@ -142,36 +142,3 @@ def collect_to_folder(
             raise InputError(f"cannot write: {exc.strerror}", file=str(path)) from None
         written.append(path)
     return collection, written
-
-
-def collect_summary(source: OpenCostSource, collection: Collection) -> str:
-    """One line per request (window, steps, rows, total, saved file) and a total line."""
-    rows = [
-        [
-            f"[{iso_z_seconds(r.start)}, {iso_z_seconds(r.end)})",
-            str(r.steps),
-            str(r.empty_steps),
-            str(r.rows),
-            money(r.total_micros),
-            str(r.file) if r.file is not None else "-",
-        ]
-        for r in collection.responses
-    ]
-    rows.append(
-        [
-            "total",
-            str(collection.steps),
-            str(collection.empty_steps),
-            str(len(collection.costs)),
-            money(sum(r.total_micros for r in collection.responses)),
-            "",
-        ]
-    )
-    title = (
-        f"OpenCost {source.url}/allocation/compute: {len(collection.responses)} request(s), "
-        f"step {source.step}, aggregate {source.aggregate}"
-    )
-    table = render_table(
-        ["window", "steps", "no data", "rows", "total cost", "saved as"], rows, {1, 2, 3, 4}
-    )
-    return f"{title}\n\n{table}"

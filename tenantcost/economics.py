@@ -41,9 +41,9 @@ import pandas as pd
 
 from tenantcost.config.pricing import Pricing, ResidualPolicy
 from tenantcost.errors import InputError
+from tenantcost.key_units import unit_basis
 from tenantcost.kinds import KEYED_KINDS, RESIDUAL_CLASSES, LineKind
 from tenantcost.money import MICROS_PER_UNIT, split_largest_remainder
-from tenantcost.report.display import unit_basis
 from tenantcost.result import AllocationResult
 from tenantcost.windows import Period
 

@@ -23,8 +23,8 @@ import pandas as pd
 from tenantcost.billing import BillingRun, prepare_billing
 from tenantcost.collect import RESPONSES_FOLDER, CostInput, load_costs
 from tenantcost.config.rules import RuleSet, load_rules
+from tenantcost.duck import connect
 from tenantcost.errors import InputError
-from tenantcost.split import connect
 from tenantcost.usage_source import FrameUsage, UsageSource, is_url, open_usage
 from tenantcost.windows import Period, data_period
 

@@ -60,6 +60,11 @@ timestamp can hold, which allows about 3.6e12 micro-units an hour; this limit (1
 factor of 3.6 below that. The total of the external costs of a run is then checked against
 :data:`MAX_AMOUNT_TOTAL` like the costs."""
 
+MEASURE_SCALE = 1_000_000
+"""Measures are held as integers of 10^-6 of their unit (requests, CPU-seconds, ...), in
+128-bit integers: a usage value up to :data:`MAX_USAGE_VALUE` (1e15) is 1e21
+micro-units, beyond ``int64``."""
+
 MAX_USAGE_VALUE = 1e15
 """Largest usage value of one row, in the metric column's own unit (requests, bytes, CPU
 seconds): 1e15.

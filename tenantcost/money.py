@@ -23,12 +23,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from decimal import ROUND_HALF_EVEN, Decimal
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from tenantcost.errors import InputError
 from tenantcost.limits import MAX_AMOUNT_TOTAL, MAX_COST_PER_ROW, MAX_MICROS_PER_ROW
+from tenantcost.origin import split_origin
 
 MINOR_UNIT_EXPONENT = 6
 """Amounts are integers of 10**-6 currency units."""
@@ -87,8 +89,6 @@ def _place(
     """(file, row or JSON path) of the value at ``position`` from its ``origin`` string."""
     if origins is None:
         return None, None
-    from tenantcost.readers.canonical import split_origin  # the origin format lives there
-
     return split_origin(str(np.asarray(origins, dtype=object).ravel()[position]))
 
 
@@ -310,3 +310,13 @@ def round_for_display(
     for i in order[:extra]:
         floors[i] += 1
     return floors
+
+
+def money_header(currency: str) -> dict[str, Any]:
+    """How to read every ``amount`` in a JSON document (its ``money`` header): the one place
+    that states the minor unit, so every document says it the same way."""
+    return {
+        "currency": currency,
+        "minor_unit_exponent": MINOR_UNIT_EXPONENT,
+        "unit": f"micro-{currency} (1 {currency} = 1,000,000)",
+    }

@@ -27,15 +27,11 @@ from enum import StrEnum
 import duckdb
 import pandas as pd
 
+from tenantcost.duck import connect, quote  # noqa: F401  (connect re-exported for the split's callers)
 from tenantcost.errors import InputError, InternalError
 from tenantcost.kinds import Cause
-from tenantcost.limits import MAX_AMOUNT_TOTAL, MAX_POOL_MEASURE, SPLIT_LIMB
+from tenantcost.limits import MAX_AMOUNT_TOTAL, MAX_POOL_MEASURE, MEASURE_SCALE, SPLIT_LIMB
 from tenantcost.tables import LINE_COLUMNS, UNATTRIBUTED_COLUMNS
-
-MEASURE_SCALE = 1_000_000
-"""Measures are held as integers of 10^-6 of their unit (requests, CPU-seconds, ...), in
-128-bit integers: a usage value up to ``tenantcost.limits.MAX_USAGE_VALUE`` (1e15) is 1e21
-micro-units, beyond ``int64``."""
 
 KEY_EVEN = -1
 """Key code of the ``even`` key in the split's SQL (metric columns are coded 0, 1, ...)."""
@@ -46,25 +42,6 @@ KEY_UNKNOWN = -3
 
 CAUSE_NO_USAGE = Cause.NO_USAGE
 CAUSE_NO_CLIENT = Cause.NO_CLIENT
-
-
-def connect(
-    threads: int | None = None, memory_limit: str | None = None
-) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection that reads and returns timestamps in UTC."""
-    con = duckdb.connect(":memory:")
-    con.execute("SET TimeZone = 'UTC'")
-    if threads:
-        con.execute(f"SET threads = {int(threads)}")
-    if memory_limit:
-        con.execute(f"SET memory_limit = '{memory_limit}'")
-    con.execute("SET preserve_insertion_order = false")
-    return con
-
-
-def quote(name: str) -> str:
-    """A SQL identifier, quoted."""
-    return '"' + name.replace('"', '""') + '"'
 
 
 FAST_MAX_PARENT = 2**49

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from tenantcost.client_id import bad_client_id_sql, client_id_problem
+from tenantcost.duck import quote, timestamp_literal  # timestamp_literal re-exported
 from tenantcost.errors import InputError, InternalError
 from tenantcost.limits import MAX_USAGE_VALUE
 from tenantcost.readers.costs import expand_paths
@@ -36,15 +37,9 @@ from tenantcost.readers.usage import (
     off_hour_problem,
     usage_limit_problem,
 )
-from tenantcost.split import quote
 from tenantcost.suggest import did_you_mean
 from tenantcost.tables import USAGE_KEY_COLUMNS, metric_columns
 from tenantcost.windows import Period, select_period
-
-
-def timestamp_literal(ts: pd.Timestamp) -> str:
-    """A DuckDB TIMESTAMPTZ literal for a UTC timestamp."""
-    return f"TIMESTAMPTZ '{ts.tz_convert('UTC').strftime('%Y-%m-%d %H:%M:%S.%f')}+00'"
 
 
 def client_sums(

@@ -6,7 +6,7 @@ may therefore
 
 * equal a cost window: the split uses it as it is;
 * lie inside one (*nested*: hourly usage, daily costs): the chunk pipeline rolls the usage up
-  to the cost window before the split (:func:`align_chunk_usage`);
+  to the cost window before the split (``tenantcost.engine.chunks.align_chunk_usage``);
 * overlap no cost window at all: that usage has nothing to pay for (a warning).
 
 Anything else (a usage window coarser than a cost window, or one that crosses a cost window's
@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from tenantcost.duck import timestamp_literal
 from tenantcost.errors import InputError, warn
+from tenantcost.limits import MEASURE_SCALE  # the split's unit: one definition of a row
 from tenantcost.timefmt import window_text
 
 if TYPE_CHECKING:
     import duckdb
-
-    from tenantcost.usage_source import UsageSource
 
 
 @dataclass(frozen=True)
@@ -343,8 +343,6 @@ def roll_up_usage(
     """
     if nested.empty:
         return
-    from tenantcost.split import MEASURE_SCALE  # the split's unit: one definition of a row
-
     _check_usage_overlap(con, first_row)
     con.register("t_nested_frame", nested)
     con.execute("CREATE OR REPLACE TEMP TABLE t_nested AS SELECT * FROM t_nested_frame")
@@ -395,8 +393,6 @@ def _check_usage_overlap(
     b = _fmt(pd.Timestamp(b_start), pd.Timestamp(b_end))
     where = ""
     if first_row is not None:
-        from tenantcost.usage_source import timestamp_literal
-
         where = first_row(
             f"service = '{str(service).replace(chr(39), chr(39) * 2)}' "
             f"AND window_start = {timestamp_literal(pd.Timestamp(b_start))} "
@@ -412,22 +408,6 @@ def _check_usage_overlap(
 
 def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
-
-
-def align_chunk_usage(
-    con: duckdb.DuckDBPyConnection, source: UsageSource, cost_windows: pd.DataFrame
-) -> pd.DataFrame:
-    """Meet the chunk's usage (``chunk_usage``) with the cost windows before the split.
-
-    Usage windows equal to a cost window stay; nested ones are rolled up to their cost window
-    (:func:`roll_up_usage`); coarser or boundary-crossing ones are an error. Returns the usage
-    windows without any cost window (``window_start, window_end, origin``; the caller warns).
-    """
-    match = match_usage_windows(
-        source.windows(con), cost_windows, lambda w: source.with_origins(con, w)
-    )
-    roll_up_usage(con, match.nested, source.metrics, lambda c: source.first_row(con, c))
-    return match.orphans
 
 
 def uncovered_hours(

@@ -20,7 +20,7 @@ from tenantcost.plan import (
     spec_tables,
 )
 from tenantcost.usage_source import FrameUsage
-from tenantcost.writers.lines_csv import LinesCsvFile
+from tenantcost.engine.lines_csv import LinesCsvFile
 
 from .factories import BASIC_RULES, costs, rules, usage
 

@@ -23,7 +23,7 @@ import typer
 
 from tenantcost.allocate import AllocationResult, allocate_keys, allocate_stream
 from tenantcost.cli.shell import RunOptions
-from tenantcost.collect import RESPONSES_FOLDER, collect_summary, collect_to_folder, opencost_source
+from tenantcost.collect import RESPONSES_FOLDER, collect_to_folder, opencost_source
 from tenantcost.config.rules import RuleSet, load_rules
 from tenantcost.engine import Engine
 from tenantcost.errors import InputError
@@ -34,6 +34,7 @@ from tenantcost.reconcile import Cascade, cascade, require_closed
 from tenantcost.split import connect
 from tenantcost.usage_source import is_url, open_usage
 from tenantcost.windows import Period, parse_utc
+from tenantcost.writers.collection import collect_summary
 from tenantcost.writers.compare import compare_document, compare_table
 from tenantcost.writers.files import prepare_out_dir, with_decimal_amount, write_outputs
 from tenantcost.writers.json_output import reconciliation_document, result_json

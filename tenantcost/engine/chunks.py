@@ -25,7 +25,24 @@ from tenantcost.split import (
     run_split,
 )
 from tenantcost.usage_source import UsageSource
-from tenantcost.windows import align_chunk_usage
+from tenantcost.windows import match_usage_windows, roll_up_usage
+
+
+def align_chunk_usage(
+    con: duckdb.DuckDBPyConnection, source: UsageSource, cost_windows: pd.DataFrame
+) -> pd.DataFrame:
+    """Meet the chunk's usage (``chunk_usage``) with the cost windows before the split.
+
+    Usage windows equal to a cost window stay; nested ones are rolled up to their cost window
+    (``tenantcost.windows.roll_up_usage``); coarser or boundary-crossing ones are an error.
+    Returns the usage windows without any cost window (``window_start, window_end, origin``;
+    the caller warns).
+    """
+    match = match_usage_windows(
+        source.windows(con), cost_windows, lambda w: source.with_origins(con, w)
+    )
+    roll_up_usage(con, match.nested, source.metrics, lambda c: source.first_row(con, c))
+    return match.orphans
 
 
 class LinePartWriter(Protocol):
@@ -42,7 +59,7 @@ class LinesSink(Protocol):
 
     The core never opens a file: it asks the sink for each chunk's part writer when it
     builds the tasks, and tells it when a chunk is done (in chunk order), so a sink can
-    assemble the parts (``tenantcost.writers.lines_csv`` writes them to one CSV file).
+    assemble the parts (``tenantcost.engine.lines_csv`` writes them to one CSV file).
     """
 
     def part(self, index: int) -> LinePartWriter:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import csv
 import math
-import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ import pyarrow.parquet as pq
 from tenantcost.errors import InputError, warn
 from tenantcost.limits import MAX_COST_PER_ROW
 from tenantcost.money import amount_problem, running_total, to_micros
+from tenantcost.origin import split_origin  # re-exported: readers name their rows' origins
 from tenantcost.suggest import did_you_mean
 from tenantcost.tables import (
     COST_COMPONENT_COLUMNS,
@@ -531,17 +531,6 @@ def conform_costs(frame: pd.DataFrame) -> pd.DataFrame:
         out[column] = text(out[column]).astype("str")
     ordered = [*COST_REQUIRED_COLUMNS, *ordered_components, *labels]
     return out[ordered].reset_index(drop=True)
-
-
-_ORIGIN = re.compile(r"^(?P<file>.*):(?P<where>row \d+|(?:data)?\[\d+\]\[.*\])$", re.DOTALL)
-
-
-def split_origin(origin: str) -> tuple[str | None, str]:
-    """Split ``file:row 7`` / ``file:data[0]['x']`` back into file and place for messages."""
-    match = _ORIGIN.match(origin)
-    if match:
-        return match.group("file"), match.group("where")
-    return None, origin
 
 
 def validate_costs(frame: pd.DataFrame, *, total_column: str = "total_cost") -> None:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
+from tenantcost.key_units import KEY_LABELS, key_label, unit_basis  # noqa: F401  (re-exported)
 from tenantcost.money import MINOR_UNIT_EXPONENT, round_for_display
 
 CURRENCY_PLACES: dict[str, int] = {
@@ -96,38 +97,6 @@ def format_measure(value: float) -> str:
         return f"{round(value):,}"
     text = f"{value:,.2f}".rstrip("0").rstrip(".")
     return text
-
-
-KEY_LABELS: dict[str, str] = {
-    "requests": "requests",
-    "cpu_seconds": "CPU seconds",
-    "even": "even split",
-    "weights": "fixed weights",
-}
-
-
-def key_label(key: str) -> str:
-    """A usage column or key as words (``cpu_seconds`` -> ``CPU seconds``)."""
-    if key in KEY_LABELS:
-        return KEY_LABELS[key]
-    return key.replace("_", " ")
-
-
-def unit_basis(key: str) -> tuple[str, float] | None:
-    """How a unit cost is quoted for a key: (label, measure units per quoted unit), or None.
-
-    Request-like counts are quoted per 1,000, CPU time per CPU-hour, bytes per GiB; ``even``
-    and fixed weights have no unit, so no unit cost.
-    """
-    if key in ("even", "weights", ""):
-        return None
-    if key.endswith("_seconds"):
-        base = key.removesuffix("_seconds")
-        name = base.upper() if len(base) <= 3 else base.replace("_", " ")
-        return f"per {name}-hour", 3600.0
-    if key.endswith("_bytes"):
-        return "per GiB", float(2**30)
-    return f"per 1,000 {key_label(key)}", 1000.0
 
 
 def format_rate(micros_per_unit: float, places: int) -> str:

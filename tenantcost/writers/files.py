@@ -44,7 +44,7 @@ def write_outputs(result: AllocationResult, out: Path) -> list[Path]:
     exclusions.csv and reconciliation.json into ``out``; return the paths written.
 
     ``lines.csv`` (one row per client, source and window) is streamed chunk by chunk while
-    the allocation runs with ``lines_out`` (``tenantcost.writers.lines_csv``); only a
+    the allocation runs with ``lines_out`` (``tenantcost.engine.lines_csv``); only a
     window-level result writes it here.
     """
     prepare_out_dir(out)

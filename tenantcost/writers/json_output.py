@@ -18,7 +18,7 @@ import pandas as pd
 from tenantcost import __version__
 from tenantcost.config.keys import describe_key
 from tenantcost.kinds import LineKind
-from tenantcost.money import MINOR_UNIT_EXPONENT
+from tenantcost.money import MINOR_UNIT_EXPONENT, money_header  # noqa: F401  (re-exported)
 from tenantcost.reconcile import (
     cascade,
     exclusion_summary,
@@ -27,15 +27,6 @@ from tenantcost.reconcile import (
 )
 from tenantcost.result import AllocationResult
 from tenantcost.timefmt import iso_z
-
-
-def money_header(currency: str) -> dict[str, Any]:
-    """How to read every ``amount`` in the document."""
-    return {
-        "currency": currency,
-        "minor_unit_exponent": MINOR_UNIT_EXPONENT,
-        "unit": f"micro-{currency} (1 {currency} = 1,000,000)",
-    }
 
 
 def client_lines(result: AllocationResult) -> pd.DataFrame:

@@ -4,7 +4,9 @@ A month for thousands of clients has far more window-level lines than fit in mem
 the usage, so each chunk writes its own lines (DuckDB ``COPY``, where the chunk runs: in this
 process or on a Dask worker that shares the output folder) to a part file next to the target,
 and the run appends the parts in chunk order (header once) and deletes them. Amounts carry
-both the exact decimal and the integer micro-units, like every CSV output.
+both the exact decimal and the integer micro-units, like every CSV output. It lives with the
+engine, not the writers, because it is the engine's lines sink: the allocation streams into it
+while it runs.
 """
 
 from __future__ import annotations
