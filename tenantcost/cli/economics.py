@@ -5,8 +5,9 @@ options are declared here, with the shared input options of every allocating com
 files, the work runs through the one run sequence (:func:`tenantcost.cli.run.opened`: load
 the inputs, open the engine, allocate, check the cascade); with ``--from-db`` from the
 month's latest recorded run (nothing is allocated again). Then the pure core
-(:mod:`tenantcost.economics`) computes and :mod:`tenantcost.writers.economics` prints or
-writes. ``catalog load`` keeps a catalog in the store (:mod:`tenantcost.store.catalog`).
+(:mod:`tenantcost.economics`) computes and :mod:`tenantcost.report.economics_page` prints or
+writes (the page, and the JSON, tables and CSV of :mod:`tenantcost.writers.economics`).
+``catalog load`` keeps a catalog in the store (:mod:`tenantcost.store.catalog`).
 Heavy modules are imported inside the commands, so ``tenantcost --help`` stays fast.
 """
 
@@ -203,6 +204,7 @@ def _finish(
     html`` the page is written to the folder only (stdout names the file): a page printed to
     a terminal after writing it is noise."""
     from tenantcost.economics import compute, month_costs, project
+    from tenantcost.report import economics_page as page
     from tenantcost.windows import Period
     from tenantcost.writers import economics as writer
 
@@ -214,9 +216,9 @@ def _finish(
     writer.warn_partial(economics)
     page_to_folder = options.out is not None and choices.fmt == "html"
     if not page_to_folder:
-        typer.echo(writer.render(economics, choices.fmt), nl=choices.fmt == "table")
+        typer.echo(page.render(economics, choices.fmt), nl=choices.fmt == "table")
     if options.out is not None:
-        written = writer.write_files(economics, options.out)
+        written = page.write_files(economics, options.out)
         if page_to_folder:
             typer.echo(str(options.out / "unit_economics.html"))
         typer.echo(f"wrote {len(written)} files to {options.out}", err=True)
@@ -326,8 +328,8 @@ def finance_page(
 
     from tenantcost.catalog import read_catalog
     from tenantcost.economics import GroupBy, compute, month_costs, project
+    from tenantcost.report.economics_page import render_page
     from tenantcost.windows import Period
-    from tenantcost.writers.economics_html import render_page
 
     period = run.period
     if period is None or period != Period.month(f"{period.start:%Y-%m}"):

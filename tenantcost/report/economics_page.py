@@ -9,10 +9,16 @@ summary, never on a client's sheet. Like the report pack's charts (:mod:`tenantc
 charts`) every chart has a ``<title>`` and ``<desc>``, the same figures are in the tables, and
 the markup is deterministic. The SVG elements are built column-wise from the client frame
 (string operations on pandas columns), not by a loop over clients.
+
+The page is a report-layer thing (it renders with the report's charts and templates), so the
+command's outputs that include it are chosen here too: :func:`render` (``--format``) and
+:func:`write_files` (``--out``), over the JSON, tables and CSV of
+:mod:`tenantcost.writers.economics`, which knows nothing of the page.
 """
 
 from __future__ import annotations
 
+import json
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -24,7 +30,7 @@ from tenantcost.economics import Economics
 from tenantcost.money import MICROS_PER_UNIT, format_amount
 from tenantcost.report.charts import FONT, WIDTH
 from tenantcost.report.display import currency_places
-from tenantcost.writers.economics import NO_GROUP, document
+from tenantcost.writers.economics import NO_GROUP, clients_frame, document, groups_frame, text
 
 TEMPLATE = "unit_economics.html"
 LEFT = 150
@@ -195,3 +201,40 @@ def render_page(economics: Economics, templates: Path | None = None) -> str:
     context["strip_svg"] = Markup(context["strip_svg"])
     context["scatter_svg"] = Markup(context["scatter_svg"])
     return env.get_template(TEMPLATE).render(**context)
+
+
+# --------------------------------------------------------------------------- the outputs
+
+
+def write_files(economics: Economics, out: Path) -> list[Path]:
+    """``unit_economics.json``, ``unit_economics.html``, ``clients.csv``, ``<by>s.csv``,
+    ``unit_costs.csv`` in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "unit_economics.json": json.dumps(document(economics), indent=2) + "\n",
+        "unit_economics.html": html(economics),
+        "clients.csv": clients_frame(economics).to_csv(index=False),
+        f"{economics.policy.by}s.csv": groups_frame(economics).to_csv(index=False),
+        "unit_costs.csv": economics.unit_costs.to_csv(index=False),
+    }
+    written = []
+    for name, content in paths.items():
+        (out / name).write_text(content, encoding="utf-8")
+        written.append(out / name)
+    return written
+
+
+def html(economics: Economics) -> str:
+    """The HTML page (:func:`render_page`, the package's own templates)."""
+    return render_page(economics)
+
+
+def render(economics: Economics, fmt: str) -> str:
+    """The output of ``--format``."""
+    if fmt == "json":
+        return json.dumps(document(economics), indent=2) + "\n"
+    if fmt == "csv":
+        return clients_frame(economics).to_csv(index=False)
+    if fmt == "html":
+        return html(economics)
+    return text(economics)
