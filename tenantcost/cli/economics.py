@@ -24,14 +24,11 @@ from tenantcost.cli.store import EXIT_LOCKED, DataOpt, DbOpt, SettingsOpt, WaitO
 from tenantcost.errors import InputError
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     import duckdb
     import pandas as pd
     from sqlalchemy import Connection
 
     from tenantcost.catalog import Catalog
-    from tenantcost.cli.run import Run
     from tenantcost.config.rules import RuleSet
     from tenantcost.economics import GroupBy, Policy
     from tenantcost.result import AllocationResult
@@ -312,34 +309,3 @@ def usage_requests(
     from tenantcost.usage_source import client_sums
 
     return client_sums(usage, period, con, REQUESTS)
-
-
-def finance_page(
-    run: Run,
-    result: AllocationResult,
-    catalog_path: Path,
-    templates: Path | None,
-    as_of: datetime | None,
-) -> str:
-    """``report --catalog``: the unit-economics page of the pack's month, from the pack's own
-    allocation (nothing is allocated twice). Clients are named side by side on it, so it is
-    a finance page: the client sheets never show it."""
-    import pandas as pd
-
-    from tenantcost.catalog import read_catalog
-    from tenantcost.economics import GroupBy, compute, month_costs, project
-    from tenantcost.report.economics_page import render_page
-    from tenantcost.windows import Period
-
-    period = run.period
-    if period is None or period != Period.month(f"{period.start:%Y-%m}"):
-        raise InputError("report --catalog needs --month YYYY-MM (unit economics are monthly)")
-    ruleset = run.inputs.ruleset
-    catalog = read_catalog(catalog_path, ruleset.currency)
-    policy = pricing_policy(ruleset, None, GroupBy.PLAN)
-    requests = usage_requests(run.inputs.usage, period, run.inputs.con)
-    economics = compute(month_costs(result, period, requests), catalog.frame, policy)
-    at = pd.Timestamp.now(tz="UTC") if as_of is None else pd.Timestamp(as_of)
-    at = at.tz_localize("UTC") if at.tzinfo is None else at.tz_convert("UTC")
-    economics.projection = project(economics, max(at, period.start))
-    return render_page(economics, templates)
