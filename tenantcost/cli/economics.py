@@ -5,8 +5,9 @@ options are declared here, with the shared input options of every allocating com
 files, the work runs through the one run sequence (:func:`tenantcost.cli.run.opened`: load
 the inputs, open the engine, allocate, check the cascade); with ``--from-db`` from the
 month's latest recorded run (nothing is allocated again). Then the pure core
-(:mod:`tenantcost.economics`) computes and :mod:`tenantcost.writers.economics` prints or
-writes. ``catalog load`` keeps a catalog in the store (:mod:`tenantcost.store.catalog`).
+(:mod:`tenantcost.economics`) computes and :mod:`tenantcost.report.economics_page` prints or
+writes (the page, and the JSON, tables and CSV of :mod:`tenantcost.writers.economics`).
+``catalog load`` keeps a catalog in the store (:mod:`tenantcost.store.catalog`).
 Heavy modules are imported inside the commands, so ``tenantcost --help`` stays fast.
 """
 
@@ -23,14 +24,11 @@ from tenantcost.cli.store import EXIT_LOCKED, DataOpt, DbOpt, SettingsOpt, WaitO
 from tenantcost.errors import InputError
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     import duckdb
     import pandas as pd
     from sqlalchemy import Connection
 
     from tenantcost.catalog import Catalog
-    from tenantcost.cli.run import Run
     from tenantcost.config.rules import RuleSet
     from tenantcost.economics import GroupBy, Policy
     from tenantcost.result import AllocationResult
@@ -203,6 +201,7 @@ def _finish(
     html`` the page is written to the folder only (stdout names the file): a page printed to
     a terminal after writing it is noise."""
     from tenantcost.economics import compute, month_costs, project
+    from tenantcost.report import economics_page as page
     from tenantcost.windows import Period
     from tenantcost.writers import economics as writer
 
@@ -214,9 +213,9 @@ def _finish(
     writer.warn_partial(economics)
     page_to_folder = options.out is not None and choices.fmt == "html"
     if not page_to_folder:
-        typer.echo(writer.render(economics, choices.fmt), nl=choices.fmt == "table")
+        typer.echo(page.render(economics, choices.fmt), nl=choices.fmt == "table")
     if options.out is not None:
-        written = writer.write_files(economics, options.out)
+        written = page.write_files(economics, options.out)
         if page_to_folder:
             typer.echo(str(options.out / "unit_economics.html"))
         typer.echo(f"wrote {len(written)} files to {options.out}", err=True)
@@ -310,34 +309,3 @@ def usage_requests(
     from tenantcost.usage_source import client_sums
 
     return client_sums(usage, period, con, REQUESTS)
-
-
-def finance_page(
-    run: Run,
-    result: AllocationResult,
-    catalog_path: Path,
-    templates: Path | None,
-    as_of: datetime | None,
-) -> str:
-    """``report --catalog``: the unit-economics page of the pack's month, from the pack's own
-    allocation (nothing is allocated twice). Clients are named side by side on it, so it is
-    a finance page: the client sheets never show it."""
-    import pandas as pd
-
-    from tenantcost.catalog import read_catalog
-    from tenantcost.economics import GroupBy, compute, month_costs, project
-    from tenantcost.windows import Period
-    from tenantcost.writers.economics_html import render_page
-
-    period = run.period
-    if period is None or period != Period.month(f"{period.start:%Y-%m}"):
-        raise InputError("report --catalog needs --month YYYY-MM (unit economics are monthly)")
-    ruleset = run.inputs.ruleset
-    catalog = read_catalog(catalog_path, ruleset.currency)
-    policy = pricing_policy(ruleset, None, GroupBy.PLAN)
-    requests = usage_requests(run.inputs.usage, period, run.inputs.con)
-    economics = compute(month_costs(result, period, requests), catalog.frame, policy)
-    at = pd.Timestamp.now(tz="UTC") if as_of is None else pd.Timestamp(as_of)
-    at = at.tz_localize("UTC") if at.tzinfo is None else at.tz_convert("UTC")
-    economics.projection = project(economics, max(at, period.start))
-    return render_page(economics, templates)

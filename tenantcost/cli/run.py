@@ -357,8 +357,9 @@ def report(
     catalog: Path | None = None,
 ) -> None:
     """``report``: the pack around the main run, through the same inputs and core; with a
-    ``catalog``, also the unit-economics finance page (:func:`tenantcost.cli.economics.
-    finance_page`). With ``--engine dask`` the allocations and the PDFs run on the cluster."""
+    ``catalog``, also the unit-economics finance page (:func:`tenantcost.report.
+    economics_page.finance_page`). With ``--engine dask`` the allocations and the PDFs run on
+    the cluster."""
     from tenantcost.report import build_pack, parse_formats, write_pack
     from tenantcost.report.pack import alternative_keys
     from tenantcost.report.pdf_dask import dask_pdfs
@@ -378,9 +379,9 @@ def report(
         )  # fmt: skip
         economics = None
         if catalog is not None:
-            from tenantcost.cli.economics import finance_page
+            from tenantcost.report.economics_page import finance_page
 
-            economics = finance_page(run, pack.base, catalog, templates, at)
+            economics = finance_page(run.inputs, run.period, pack.base, catalog, templates, at)
         dask = getattr(run.engine, "client", None) if pdf_cluster else None
         written = write_pack(
             pack, out, formats, templates=templates, jobs=jobs, unit_economics=economics,

@@ -1,4 +1,4 @@
-"""The outputs of ``unit-economics``: JSON document, terminal tables, CSV files, HTML page.
+"""The outputs of ``unit-economics``: JSON document, terminal tables, CSV frames.
 
 The JSON document states its money exactly as ``allocate --format json`` does (the same
 ``money`` object; every amount an integer of micro-units) and follows the contract of issue
@@ -9,14 +9,15 @@ p50, p90, max}, revenue, margin, margin_pct, price_floor{per_client, per_1000_re
 detail and never rename these. With ``--by segment`` the group list is ``segments`` and each
 group's name is in ``segment``.
 
+The HTML page, and the ``--format`` and ``--out`` choices that include it, are the report
+layer's (:mod:`tenantcost.report.economics_page`): writers never import the report.
+
 Documents are built column-wise (``to_dict("records")`` of prepared frames, nested lists cut
 at sorted group boundaries), never by a Python loop over clients.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -392,7 +393,7 @@ def text(economics: Economics) -> str:
     return "\n\n".join(parts)
 
 
-# --------------------------------------------------------------------------- CSV and files
+# --------------------------------------------------------------------------- CSV
 
 
 def _decimal(frame: pd.DataFrame, column: str, present: Any = None) -> pd.Series:
@@ -424,42 +425,6 @@ def groups_frame(economics: Economics) -> pd.DataFrame:
     g = economics.groups.rename(columns={"group": str(economics.policy.by)})
     g = g.drop(columns=["has_revenue"]).assign(currency=economics.costs.currency)
     return g
-
-
-def write_files(economics: Economics, out: Path) -> list[Path]:
-    """``unit_economics.json``, ``unit_economics.html``, ``clients.csv``, ``<by>s.csv``,
-    ``unit_costs.csv`` in ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {
-        "unit_economics.json": json.dumps(document(economics), indent=2) + "\n",
-        "unit_economics.html": html(economics),
-        "clients.csv": clients_frame(economics).to_csv(index=False),
-        f"{economics.policy.by}s.csv": groups_frame(economics).to_csv(index=False),
-        "unit_costs.csv": economics.unit_costs.to_csv(index=False),
-    }
-    written = []
-    for name, content in paths.items():
-        (out / name).write_text(content, encoding="utf-8")
-        written.append(out / name)
-    return written
-
-
-def html(economics: Economics) -> str:
-    """The HTML page (:mod:`tenantcost.writers.economics_html`)."""
-    from tenantcost.writers.economics_html import render_page
-
-    return render_page(economics)
-
-
-def render(economics: Economics, fmt: str) -> str:
-    """The output of ``--format``."""
-    if fmt == "json":
-        return json.dumps(document(economics), indent=2) + "\n"
-    if fmt == "csv":
-        return clients_frame(economics).to_csv(index=False)
-    if fmt == "html":
-        return html(economics)
-    return text(economics)
 
 
 def warn_partial(economics: Economics) -> None:

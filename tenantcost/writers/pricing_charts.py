@@ -1,7 +1,7 @@
 """The pricing page's two charts, per plan (or segment): cost per client and gross margin.
 
-Why not the unit-economics page's strip plot and scatter (:mod:`tenantcost.writers.
-economics_html`): those draw one mark per client, which a phone cannot read at 10,000
+Why not the unit-economics page's strip plot and scatter (:mod:`tenantcost.report.
+economics_page`): those draw one mark per client, which a phone cannot read at 10,000
 clients, and the page is a file, not a served page. These draw one bar per group (a handful),
 on a 360-unit-wide canvas drawn at its own size (never scaled up, only down to the frame), so
 at 390 px every text stays at :data:`FONT_SIZE` px (>= 11, the issue's floor). Each chart has a

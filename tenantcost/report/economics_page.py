@@ -9,22 +9,46 @@ summary, never on a client's sheet. Like the report pack's charts (:mod:`tenantc
 charts`) every chart has a ``<title>`` and ``<desc>``, the same figures are in the tables, and
 the markup is deterministic. The SVG elements are built column-wise from the client frame
 (string operations on pandas columns), not by a loop over clients.
+
+The page is a report-layer thing (it renders with the report's charts and templates), so the
+command's outputs that include it are chosen here too: :func:`render` (``--format``) and
+:func:`write_files` (``--out``), over the JSON, tables and CSV of
+:mod:`tenantcost.writers.economics`, which knows nothing of the page. :func:`finance_page` is
+``report --catalog``'s page, from the pack's own allocation.
 """
 
 from __future__ import annotations
 
+import json
+from datetime import datetime
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from tenantcost.economics import Economics
+from tenantcost.catalog import read_catalog
+from tenantcost.economics import (
+    REQUESTS,
+    Economics,
+    GroupBy,
+    compute,
+    month_costs,
+    policy_for,
+    project,
+)
+from tenantcost.errors import InputError
 from tenantcost.money import MICROS_PER_UNIT, format_amount
 from tenantcost.report.charts import FONT, WIDTH
 from tenantcost.report.display import currency_places
-from tenantcost.writers.economics import NO_GROUP, document
+from tenantcost.usage_source import client_sums
+from tenantcost.windows import Period
+from tenantcost.writers.economics import NO_GROUP, clients_frame, document, groups_frame, text
+
+if TYPE_CHECKING:
+    from tenantcost.inputs import Inputs
+    from tenantcost.result import AllocationResult
 
 TEMPLATE = "unit_economics.html"
 LEFT = 150
@@ -195,3 +219,69 @@ def render_page(economics: Economics, templates: Path | None = None) -> str:
     context["strip_svg"] = Markup(context["strip_svg"])
     context["scatter_svg"] = Markup(context["scatter_svg"])
     return env.get_template(TEMPLATE).render(**context)
+
+
+# --------------------------------------------------------------------------- the outputs
+
+
+def write_files(economics: Economics, out: Path) -> list[Path]:
+    """``unit_economics.json``, ``unit_economics.html``, ``clients.csv``, ``<by>s.csv``,
+    ``unit_costs.csv`` in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "unit_economics.json": json.dumps(document(economics), indent=2) + "\n",
+        "unit_economics.html": html(economics),
+        "clients.csv": clients_frame(economics).to_csv(index=False),
+        f"{economics.policy.by}s.csv": groups_frame(economics).to_csv(index=False),
+        "unit_costs.csv": economics.unit_costs.to_csv(index=False),
+    }
+    written = []
+    for name, content in paths.items():
+        (out / name).write_text(content, encoding="utf-8")
+        written.append(out / name)
+    return written
+
+
+def html(economics: Economics) -> str:
+    """The HTML page (:func:`render_page`, the package's own templates)."""
+    return render_page(economics)
+
+
+def render(economics: Economics, fmt: str) -> str:
+    """The output of ``--format``."""
+    if fmt == "json":
+        return json.dumps(document(economics), indent=2) + "\n"
+    if fmt == "csv":
+        return clients_frame(economics).to_csv(index=False)
+    if fmt == "html":
+        return html(economics)
+    return text(economics)
+
+
+# --------------------------------------------------------------------------- report --catalog
+
+
+def finance_page(
+    inputs: Inputs,
+    period: Period | None,
+    result: AllocationResult,
+    catalog_path: Path,
+    templates: Path | None,
+    as_of: datetime | None,
+) -> str:
+    """``report --catalog``: the unit-economics page of the pack's month, from the pack's own
+    allocation (nothing is allocated twice). Clients are named side by side on it, so it is
+    a finance page: the client sheets never show it. It takes the run's ``inputs`` and
+    ``period``, not the command's run object: the report layer never imports the shell."""
+    if period is None or period != Period.month(f"{period.start:%Y-%m}"):
+        raise InputError("report --catalog needs --month YYYY-MM (unit economics are monthly)")
+    ruleset = inputs.ruleset
+    catalog = read_catalog(catalog_path, ruleset.currency)
+    policy = policy_for(ruleset.pricing, GroupBy.PLAN)  # report has no --target-margin
+    # each client's requests, as unit-economics counts them (cli.economics.usage_requests)
+    requests = client_sums(inputs.usage, period, inputs.con, REQUESTS)
+    economics = compute(month_costs(result, period, requests), catalog.frame, policy)
+    at = pd.Timestamp.now(tz="UTC") if as_of is None else pd.Timestamp(as_of)
+    at = at.tz_localize("UTC") if at.tzinfo is None else at.tz_convert("UTC")
+    economics.projection = project(economics, max(at, period.start))
+    return render_page(economics, templates)
