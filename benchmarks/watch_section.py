@@ -1,5 +1,5 @@
 """The watch section of the benchmarks: ``watch`` at mid-month against ``allocate`` on the same
-hours (issue 25: at most 1.5x).
+hours (the bound: at most 1.5x its wall time).
 
     python benchmarks/run.py --sections watch                      # the 10,000-client month
     python benchmarks/run.py --sections watch --watch-cases small  # 1,000 clients

@@ -7,7 +7,7 @@ key, its routed destinations and its payload. Sending them, once, is the store's
 (:mod:`tenantcost.store.notify`); this module neither sends nor remembers, so the same
 document always gives the same alerts.
 
-The rules (issue 25):
+The rules:
 
 * **What is an alert.** Each anomaly of the document (kind ``anomaly``), and each client whose
   status is ``above`` its budget band, or ``below`` it when ``notify_below`` is set (kind

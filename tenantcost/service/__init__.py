@@ -1,4 +1,4 @@
-"""The service (issue 10): the store over HTTP, for account managers, finance and the
+"""The service: the store over HTTP, for account managers, finance and the
 application reporting its usage.
 
 * :mod:`~tenantcost.service.permissions`: every access decision (routes only ask it);

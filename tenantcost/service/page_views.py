@@ -221,7 +221,7 @@ def client_view(
     watched: tuple[str, ...] = (),
 ) -> ClientView:
     """The client page for ``month`` (default: the latest month with a figure or a watch).
-    ``watched``: months whose latest watch run has the client (issue 25); such a month
+    ``watched``: months whose latest watch run has the client; such a month
     without a figure the viewer may see has no figure, notices or sheet: only its watch."""
     months = sorted(set(rows["month"].tolist()) | set(watched))
     chosen = month or months[-1]
@@ -513,7 +513,7 @@ def issued_month_view(engine: Engine, month: str, page: int) -> MonthView | None
 
 def watch_only_month_view(engine: Engine, month: str) -> MonthView:
     """The month page of a month never issued, as product reads it: its state only, for the
-    watch section beside it (issue 25: month to date, not issued)."""
+    watch section beside it (month to date, not issued)."""
     from tenantcost.service.memo import month_status
 
     status = month_status(engine, month)[0]

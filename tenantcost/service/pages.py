@@ -305,7 +305,7 @@ def client_page(
     access: Annotated[ClientAccess, Depends(client_access)],
     month: str | None = Query(None, pattern=MONTH_PATTERN),
 ) -> Response:
-    """A client's month: figure, status, change notice, sheet, history, and (issue 25) its
+    """A client's month: figure, status, change notice, sheet, history, and its
     "Month to date, not issued" section from the month's latest watch run. A month of which
     the viewer may see no figure but whose watch has the client shows that section alone."""
     from tenantcost.service import page_views
@@ -388,7 +388,7 @@ def months_page(request: Request) -> Response:
     principal = authorize(request, get_principal(request), Action.VIEW_ISSUED_MONTH)
     months = month_status(request.app.state.engine)
     workings = sees_month_workings(principal)
-    if not workings:  # issued months, and months with a watch (issue 25: not issued)
+    if not workings:  # issued months, and months with a watch (month to date, not issued)
         from tenantcost.store.watch_snapshots import watched_month_list
 
         watched = set(watched_month_list(request.app.state.engine))

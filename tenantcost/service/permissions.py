@@ -6,7 +6,7 @@ calls :func:`can` (through :func:`tenantcost.service.auth.authorize`) with the p
 action and, for a client's URL, the client id; the answer is a :class:`Decision` whose HTTP
 status the route returns unchanged. Tests walk every route × role × client through it.
 
-The rules (issue 10):
+The rules:
 
 * no token, an unknown, expired or revoked one: **401** (the principal is ``None``);
 * ``ingest``: only :attr:`Action.INGEST_USAGE`; anything else **403**;
@@ -16,23 +16,23 @@ The rules (issue 10):
   compare, month close/reopen, tokens, ingest) answer **403**. It sees issued months only:
   the month list holds only months in which its own clients have statements, with the
   fields :data:`MANAGER_MONTH_FIELDS` (no run ids or counts, no coverage). Of a month not
-  issued it sees only its own clients' entries of the latest watch run (issue 25: month to
+  issued it sees only its own clients' entries of the latest watch run (month to
   date, projection, band, anomalies, labelled "month to date, not issued"), never a draft
   figure; the month-wide watch (:attr:`Action.VIEW_WATCH`) is **403**. Of a reopen it
   reads the reason written for clients, redacted, or "restated by finance", **never the
   internal reason** (:func:`sees_internal_reasons`): that one may hold other clients' names
   and figures that no redaction recognises;
-* ``finance``: every client, drafts (marked), the cascade and the invoice cascade (issue 21:
-  the month closed on the cloud invoice, every billed line of the company), close and reopen,
+* ``finance``: every client, drafts (marked), the cascade and the invoice cascade (the
+  month closed on the cloud invoice, every billed line of the company), close and reopen,
   ingest of
-  corrections, the internal reason of a reopen, the batch list and batch withdrawal (issue 22:
-  the repair of a month a later ingest made unusable; a withdrawal's reason is internal, so
+  corrections, the internal reason of a reopen, the batch list and batch withdrawal (the
+  repair of a month a later ingest made unusable; a withdrawal's reason is internal, so
   account managers see neither);
-* ``product`` (issue 24: pricing): every client's **issued** figures (the client list and
+* ``product`` (pricing clients): every client's **issued** figures (the client list and
   search, every client's page, sheets and history, issued revisions only: never a draft),
   the cascade and key comparison of issued months (:attr:`Action.VIEW_ISSUED_MONTH`; the
   comparison of a *closed* month only, since it is computed from the current inputs) and the
-  pricing page (:attr:`Action.VIEW_PRICING`), and (issue 25) every client's watch of a month
+  pricing page (:attr:`Action.VIEW_PRICING`), and every client's watch of a month
   (:attr:`Action.VIEW_WATCH`: month to date, projection, budget band, anomalies; labelled
   "month to date, not issued", never a draft run's figures). It reads a reopen's reason as
   clients read it.
@@ -89,7 +89,7 @@ class Action(StrEnum):
     VIEW_WATCH = "view-watch"
     """GET /api/v1/months/{M}/watch and the month page's "Month to date, not issued" section:
     every client's month to date, projection and budget band, and every anomaly, from the
-    latest ``tenantcost watch`` run (issue 25). A client's own entry is ``view-client``'s."""
+    latest ``tenantcost watch`` run. A client's own entry is ``view-client``'s."""
     VIEW_INVOICE = "view-invoice"
     """GET /api/v1/months/{M}/reconciliation?against=invoice: the invoice cascade (the
     cloud invoice's total, its bridge and every billed line outside the clients)."""

@@ -1,4 +1,4 @@
-"""The month-to-date watch as the service shows it (issue 25): read, never computed here.
+"""The month-to-date watch as the service shows it: read, never computed here.
 
 ``tenantcost watch`` allocates the hours covered so far and scores every client's days, far
 too slow for a request, so each run records its answer (:mod:`tenantcost.store.watch_snapshots`)

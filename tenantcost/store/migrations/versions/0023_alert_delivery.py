@@ -1,4 +1,4 @@
-"""Alert deliveries (issue 25): what ``watch --notify`` sent, per alert and destination.
+"""Alert deliveries: what ``watch --notify`` sent, per alert and destination.
 
 An hourly CronJob runs ``tenantcost watch --notify``: each alert (an anomaly, a client's
 projection above its band) must reach each of its destinations once, and a delivery that
