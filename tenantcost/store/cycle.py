@@ -58,18 +58,19 @@ from tenantcost.store.models import (
     table,
     utcnow,
 )
-from tenantcost.store.month_state import (  # re-exported: callers import them from here too
+from tenantcost.store.month_inputs import month_inputs
+from tenantcost.store.month_state import (
     FOREVER,
     MonthAction,
     MonthClosed,
     MonthState,
-    closed_months,
+    closed_months,  # re-exported
     issued_revision,
     latest_event,
     month_state,
-    refuse_if_closed,
-    refuse_rule_version,
-    stored_cycle_months,
+    refuse_if_closed,  # re-exported
+    refuse_rule_version,  # re-exported
+    stored_cycle_months,  # re-exported
 )
 from tenantcost.store.status import Missing, billing_coverage, missing_hours
 from tenantcost.timefmt import iso_offset
@@ -227,8 +228,6 @@ def _reusable(
     (they always are, versions never change: a cheap guard). The run names only the versions
     its cost windows used, so equality with every version in force would refuse to reuse a
     run for a version in force over hours without costs, which changes nothing."""
-    from tenantcost.store.runs import month_inputs
-
     i = table(RunInput).c
     used = pd.DataFrame(
         connection.execute(
