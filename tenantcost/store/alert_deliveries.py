@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 import pandas as pd
 from sqlalchemy import Connection, Engine, and_, bindparam, insert, select, update
 
-from tenantcost.store.cycle import connected
+from tenantcost.store.connection import connected
 from tenantcost.store.lock import write_transaction
 from tenantcost.store.models import AlertDelivery, table, utcnow
 

@@ -45,9 +45,10 @@ from sqlalchemy import Connection, Engine, Select, func, insert, select, update
 
 from tenantcost.errors import InputError
 from tenantcost.store.compaction import invalidate
-from tenantcost.store.cycle import MonthClosed, closed_months, connected, issued_revision
+from tenantcost.store.connection import connected
 from tenantcost.store.lock import write_transaction
 from tenantcost.store.models import Batch, BatchCell, BatchWithdrawal, table, utcnow
+from tenantcost.store.month_state import MonthClosed, closed_months, issued_revision
 from tenantcost.timefmt import iso_z, iso_z_seconds
 from tenantcost.windows import Period
 

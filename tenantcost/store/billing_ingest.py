@@ -75,7 +75,7 @@ def ingest_billing(
 ) -> Ingested:
     """Ingest billing files and folders as one batch (the module docstring)."""
     from tenantcost.readers.billing import open_billing
-    from tenantcost.store.runs import stored_rules
+    from tenantcost.store.month_inputs import stored_rules
 
     ruleset = stored_rules(store.engine).ruleset  # the currency the billing data must be in
     allocations = ruleset.billing.focus_allocations if ruleset.billing is not None else "origin"

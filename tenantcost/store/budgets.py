@@ -26,14 +26,7 @@ from sqlalchemy import Connection, Engine, func, insert, select
 
 from tenantcost.budget import read_budgets
 from tenantcost.store.catalog import store_currency
-from tenantcost.store.cycle import (
-    MonthAction,
-    MonthClosed,
-    MonthState,
-    connected,
-    issued_revision,
-    month_state,
-)
+from tenantcost.store.connection import connected
 from tenantcost.store.models import (
     BudgetClient,
     BudgetVersion,
@@ -43,6 +36,13 @@ from tenantcost.store.models import (
     Statement,
     table,
     utcnow,
+)
+from tenantcost.store.month_state import (
+    MonthAction,
+    MonthClosed,
+    MonthState,
+    issued_revision,
+    month_state,
 )
 
 BAND_COLUMNS = ("client", "low", "expected", "high", "version")

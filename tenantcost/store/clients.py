@@ -14,7 +14,7 @@ import json
 
 from sqlalchemy import Connection, Engine, func, select, union
 
-from tenantcost.store.cycle import connected
+from tenantcost.store.connection import connected
 from tenantcost.store.models import MonthEvent, Run, RunClient, RunPack, Statement, table
 
 

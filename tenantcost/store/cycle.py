@@ -2,7 +2,9 @@
 
 A month's state is the action of its latest ``month_event`` (closed after a close; open
 before any event and after a reopen), so the state and its whole history are one append-only
-table and nothing issued is ever updated or deleted.
+table and nothing issued is ever updated or deleted. The state and the writers' guard live in
+:mod:`tenantcost.store.month_state` (re-exported here), which the writers import without this
+module and its runs.
 
 ``close`` issues revision N+1 (1 at first) of every client's statement from a run of the
 month on the current inputs: the latest recorded run when nothing it depends on changed
@@ -21,27 +23,26 @@ section, so a store without billing closes as before), unless ``--allow-incomple
 also lets the run keep OpenCost's estimate for cluster periods not billed yet (marked in the
 invoice cascade). The revision's run carries the invoice cascade (``run.invoice``).
 
-Writers check a month's state inside their own write transaction (:func:`refuse_if_closed`,
-:func:`refuse_rule_version`), and close writes inside the same lock, so a close and an ingest
-never race: whichever commits second sees the other's result.
+Writers check a month's state inside their own write transaction
+(:func:`~tenantcost.store.month_state.refuse_if_closed`,
+:func:`~tenantcost.store.month_state.refuse_rule_version`), and close writes inside the same
+lock, so a close and an ingest never race: whichever commits second sees the other's result.
 """
 
 from __future__ import annotations
 
 import json
 import unicodedata
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from enum import StrEnum
+from datetime import datetime
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Connection, Engine, Subquery, delete, func, insert, select
+from sqlalchemy import Connection, Engine, delete, insert, select
 
 from tenantcost import __version__
 from tenantcost.errors import InputError
+from tenantcost.store.connection import connected
 from tenantcost.store.data import Store
 from tenantcost.store.lock import write_transaction
 from tenantcost.store.models import (
@@ -57,32 +58,26 @@ from tenantcost.store.models import (
     table,
     utcnow,
 )
+from tenantcost.store.month_inputs import month_inputs
+from tenantcost.store.month_state import (
+    FOREVER,
+    MonthAction,
+    MonthClosed,
+    MonthState,
+    closed_months,  # re-exported
+    issued_revision,
+    latest_event,
+    month_state,
+    refuse_if_closed,  # re-exported
+    refuse_rule_version,  # re-exported
+    stored_cycle_months,  # re-exported
+)
 from tenantcost.store.status import Missing, billing_coverage, missing_hours
-from tenantcost.timefmt import iso_offset, utc
+from tenantcost.timefmt import iso_offset
 from tenantcost.windows import Period
 
-FOREVER = datetime(9999, 12, 1, tzinfo=UTC)
-"""The end of the last rule version's time in force."""
 CLOSE_ATTEMPTS = 3
 """How often a close moves to another process's run of the same inputs before giving up."""
-
-
-class MonthState(StrEnum):
-    """Whether a month's inputs and rules may still change."""
-
-    OPEN = "open"
-    CLOSED = "closed"
-
-
-class MonthAction(StrEnum):
-    """What a ``month_event`` row records."""
-
-    CLOSE = "close"
-    REOPEN = "reopen"
-
-
-class MonthClosed(InputError):
-    """Refused because a month is closed (exit 2); the message names ``reopen``."""
 
 
 class MonthNotClosed(InputError):
@@ -168,52 +163,6 @@ class Issued:
     client_reason: str | None = None
 
 
-@contextmanager
-def connected(bind: Connection | Engine) -> Iterator[Connection]:
-    """A connection: ``bind`` itself, or a new one of an engine (closed afterwards)."""
-    if isinstance(bind, Connection):
-        yield bind
-        return
-    with bind.connect() as connection:
-        yield connection
-
-
-def _latest_events(first: str, last: str) -> Subquery:
-    """A subquery: the id of the latest event of each month from ``first`` to ``last``
-    (``YYYY-MM`` strings order like the months)."""
-    e = table(MonthEvent).c
-    query = select(e.month, func.max(e.id).label("id")).where(e.month >= first, e.month <= last)
-    return query.group_by(e.month).subquery()
-
-
-def _latest_event(connection: Connection, month: str) -> dict[str, Any] | None:
-    e = table(MonthEvent).c
-    row = (
-        connection.execute(select(table(MonthEvent)).where(e.month == month).order_by(e.id.desc()))
-        .mappings()
-        .first()
-    )
-    return dict(row) if row is not None else None
-
-
-def month_state(bind: Connection | Engine, month: str) -> MonthState:
-    """Closed after a close, open before any close and after a reopen."""
-    with connected(bind) as connection:
-        event = _latest_event(connection, month)
-    closed = event is not None and event["action"] == MonthAction.CLOSE
-    return MonthState.CLOSED if closed else MonthState.OPEN
-
-
-def issued_revision(bind: Connection | Engine, month: str) -> int:
-    """The month's latest issued revision; 0 when it was never closed."""
-    e = table(MonthEvent).c
-    with connected(bind) as connection:
-        query = select(func.max(e.revision)).where(
-            e.month == month, e.action == MonthAction.CLOSE.value
-        )
-        return int(connection.execute(query).scalar() or 0)
-
-
 def latest_issued(bind: Connection | Engine, month: str) -> Issued | None:
     """The month's latest issued revision and the run it was issued from (``None`` when the
     month was never closed). ``report --from-db`` renders this run's figures."""
@@ -254,66 +203,6 @@ def statements(bind: Connection | Engine, month: str, revision: int | None = Non
     return frame.astype({"amount": "int64", "previous_amount": "Int64", "difference": "int64"})
 
 
-def closed_months(bind: Connection | Engine, start: datetime, end: datetime) -> list[str]:
-    """The closed months among those ``[start, end)`` overlaps (UTC), in order."""
-    first, last = utc(start), utc(end) - pd.Timedelta(microseconds=1)
-    if last < first:
-        return []
-    e, latest = table(MonthEvent).c, _latest_events(f"{first:%Y-%m}", f"{last:%Y-%m}")
-    query = (
-        select(e.month)
-        .join(latest, latest.c.id == e.id)
-        .where(e.action == MonthAction.CLOSE.value)
-        .order_by(e.month)
-    )
-    with connected(bind) as connection:
-        return [str(m) for m in connection.execute(query).scalars()]
-
-
-def _reopen_hint(month: str) -> str:
-    return f"run `tenantcost reopen --month {month} --reason TEXT` first"
-
-
-def refuse_if_closed(connection: Connection, start: datetime, end: datetime, what: str) -> None:
-    """Refuse (:class:`MonthClosed`, exit 2) a write that would change a closed month's
-    inputs: ``[start, end)`` is what it covers, ``what`` names it (``"ingest usage"``).
-    Call it inside the writer's write transaction, so no close can slip in between."""
-    closed = closed_months(connection, start, end)
-    if closed:
-        month = closed[0]
-        revision = issued_revision(connection, month)
-        raise MonthClosed(
-            f"{what} would change {', '.join(closed)}, closed (revision {revision} issued): "
-            f"{_reopen_hint(month)}, then ingest the correction and close again"
-        )
-
-
-def refuse_rule_version(connection: Connection, rule_id: str, effective_from: datetime) -> None:
-    """Refuse a new rule version that would be in force for an hour of a closed month: from
-    its ``effective_from`` until the next stored version's (or for ever)."""
-    v = table(RuleVersion).c
-    following = connection.execute(
-        select(func.min(v.effective_from)).where(v.effective_from > effective_from)
-    ).scalar()
-    end = following if following is not None else FOREVER
-    closed = closed_months(connection, effective_from, end)
-    if closed:
-        month = closed[0]
-        raise MonthClosed(
-            f"rule version '{rule_id}' (effective_from {iso_offset(effective_from)}) "
-            f"would be in force for hours of {', '.join(closed)}, closed (revision "
-            f"{issued_revision(connection, month)} issued): {_reopen_hint(month)}"
-        )
-
-
-def stored_cycle_months(bind: Connection | Engine) -> list[str]:
-    """Every month with a close or reopen, in order."""
-    e = table(MonthEvent).c
-    with connected(bind) as connection:
-        return [str(m) for m in connection.execute(select(e.month).distinct().order_by(e.month))
-                .scalars()]  # fmt: skip
-
-
 def rules_in_force(connection: Connection, period: Period) -> list[str]:
     """The stored rule versions in force for some hour of ``period``, by effective date."""
     v = table(RuleVersion).c
@@ -339,8 +228,6 @@ def _reusable(
     (they always are, versions never change: a cheap guard). The run names only the versions
     its cost windows used, so equality with every version in force would refuse to reuse a
     run for a version in force over hours without costs, which changes nothing."""
-    from tenantcost.store.runs import month_inputs
-
     i = table(RunInput).c
     used = pd.DataFrame(
         connection.execute(
@@ -410,7 +297,7 @@ def _latest_run(connection: Connection, month: str) -> dict[str, Any] | None:
 def _check_closable(connection: Connection, month: str, allow_incomplete: bool) -> str | None:
     """Refuse a closed or (without ``allow_incomplete``) incomplete month; returns the note of
     what is missing (``None`` when complete)."""
-    event = _latest_event(connection, month)
+    event = latest_event(connection, month)
     if event is not None and event["action"] == MonthAction.CLOSE:
         raise MonthClosed(
             f"{month} is already closed (revision {event['revision']} issued "
@@ -514,7 +401,7 @@ def close_month(
 
 def _refuse_closed_meanwhile(connection: Connection, month: str) -> None:
     """Under the lock: the month, open when this close began, is closed now (exit 2)."""
-    event = _latest_event(connection, month)
+    event = latest_event(connection, month)
     if event is not None and event["action"] == MonthAction.CLOSE:
         raise ClosedMeanwhile(
             f"{month} was closed by another process (revision {event['revision']} issued "
@@ -546,7 +433,7 @@ def _issue(
     if previous and not force and _unchanged(connection, month, run, rows, detail):
         raise NothingChanged(month, previous)
     revision = previous + 1
-    last = _latest_event(connection, month)
+    last = latest_event(connection, month)
     reopened = last is not None and last["action"] == MonthAction.REOPEN
     reason = str(last["reason"]) if last is not None and reopened else None
     client_reason = last["client_reason"] if last is not None and reopened else None
@@ -639,7 +526,7 @@ def reopen_month(
                          "next revision's statements)")  # fmt: skip
     told = _client_reason(client_reason)
     with write_transaction(engine, wait) as connection:
-        event = _latest_event(connection, month)
+        event = latest_event(connection, month)
         if event is None or event["action"] != MonthAction.CLOSE:
             state = (
                 "never closed"

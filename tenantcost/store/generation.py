@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, Engine, func, select
 
-from tenantcost.store.cycle import connected
+from tenantcost.store.connection import connected
 from tenantcost.store.models import Batch, BatchWithdrawal, CatalogLoad, MonthEvent, Run, table
 
 

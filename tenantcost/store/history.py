@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Connection, Engine, func, select
 
-from tenantcost.store.cycle import connected
+from tenantcost.store.connection import connected
 from tenantcost.store.models import Statement, table
 from tenantcost.timefmt import iso_z
 

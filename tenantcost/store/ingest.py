@@ -50,7 +50,6 @@ from tenantcost.errors import InputError
 from tenantcost.readers.costs import read_costs
 from tenantcost.split import connect, quote
 from tenantcost.store.compaction import compact_due, compaction_uids
-from tenantcost.store.cycle import MonthClosed, refuse_if_closed
 from tenantcost.store.data import DataDir, Store, file_sha256, partition
 from tenantcost.store.ingest_checks import (
     StoreView,
@@ -60,6 +59,7 @@ from tenantcost.store.ingest_checks import (
 )
 from tenantcost.store.lock import write_transaction
 from tenantcost.store.models import Batch, BatchCell, BatchFile, table, utcnow
+from tenantcost.store.month_state import MonthClosed, refuse_if_closed
 from tenantcost.store.rules import sha256_hex
 from tenantcost.tables import USAGE_KEY_COLUMNS
 from tenantcost.usage_source import UsageSource, is_url, open_usage, register_filesystems

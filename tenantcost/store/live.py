@@ -59,7 +59,7 @@ def ruleset_for_sources(engine: Engine, config: Path | None) -> RuleSet | None:
     rule file (with every stored rule version), else ``None`` (the store holds no rules)."""
     if config is not None:
         return load_rules(config)
-    from tenantcost.store.runs import stored_rules
+    from tenantcost.store.month_inputs import stored_rules
 
     with engine.connect() as connection:
         held = connection.execute(select(func.count()).select_from(table(RuleFile))).scalar()

@@ -568,7 +568,7 @@ class RunWorkload(StoreModel, table=True):
 
 
 MONTH_ACTIONS = ("close", "reopen")
-"""What a ``month_event`` records (:class:`tenantcost.store.cycle.MonthAction`)."""
+"""What a ``month_event`` records (:class:`tenantcost.store.month_state.MonthAction`)."""
 
 
 class MonthEvent(StoreModel, table=True):

@@ -34,7 +34,8 @@ from sqlalchemy.exc import IntegrityError
 from tenantcost.bridge import Restate, signed_amounts
 from tenantcost.report.changes import PackBridges, bridges_between, client_spans, quiet_allocate
 from tenantcost.result import AllocationResult
-from tenantcost.store.cycle import connected, latest_issued
+from tenantcost.store.connection import connected
+from tenantcost.store.cycle import latest_issued
 from tenantcost.store.data import DataDir, Store
 from tenantcost.store.models import (
     MonthBridge,

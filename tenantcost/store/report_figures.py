@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 from sqlalchemy import Connection, insert, select
@@ -53,6 +53,7 @@ from tenantcost.store.models import (
     table,
     utcnow,
 )
+from tenantcost.store.month_inputs import StoredRules, month_inputs
 from tenantcost.tables import (
     ITEM_COLUMNS,
     PERIOD_LINE_COLUMNS,
@@ -61,9 +62,6 @@ from tenantcost.tables import (
     UNATTRIBUTED_DTYPES,
 )
 from tenantcost.windows import Period
-
-if TYPE_CHECKING:
-    from tenantcost.store.runs import StoredRules
 
 
 class Frame(StrEnum):
@@ -324,8 +322,6 @@ def _run_batches(connection: Connection, run_id: str) -> pd.DataFrame:
 
 def _check_inputs(connection: Connection, stored: StoredResult, action: str) -> None:
     """Refuse unless the store's inputs of the run's month are still those the run read."""
-    from tenantcost.store.runs import month_inputs
-
     now = month_inputs(connection, stored.result.period)
     if not now.astype(str).equals(_run_batches(connection, stored.run_id).astype(str)):
         raise InputError(

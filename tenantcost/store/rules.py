@@ -12,7 +12,7 @@ all known or new is stored as a new ``rule_file`` row (its other settings, such 
 a later file stay: the store never forgets a rule it may have used. Two versions may not
 share an ``effective_from`` (which one is in force would be ambiguous), and every version of
 a store has one currency. A new version that would be in force for an hour of a closed month
-is refused (:func:`tenantcost.store.cycle.refuse_rule_version`).
+is refused (:func:`tenantcost.store.month_state.refuse_rule_version`).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from sqlmodel import Session, col, select
 from tenantcost.config.rules import RuleSet, load_rules
 from tenantcost.config.rules import RuleVersion as RuleVersionModel
 from tenantcost.errors import InputError
-from tenantcost.store.cycle import refuse_rule_version
 from tenantcost.store.models import RuleFile, RuleVersion, utcnow
+from tenantcost.store.month_state import refuse_rule_version
 
 
 @dataclass(frozen=True)

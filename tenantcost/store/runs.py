@@ -4,8 +4,9 @@ The inputs are the month's committed costs and usage (:mod:`tenantcost.store.sto
 record they hold that the allocation refuses is named with its batch and the command that
 withdraws it, :func:`tenantcost.store.batches.name_batches`), the
 rules are the store's: every stored rule version (a version id means one thing forever),
-with the file-level settings (confidence, privacy...) of the latest stored rule file. The
-allocation runs without the lock (readers never block writers); only the record is written
+with the file-level settings (confidence, privacy...) of the latest stored rule file
+(:func:`tenantcost.store.month_inputs.stored_rules`, re-exported here). The allocation runs
+without the lock (readers never block writers); only the record is written
 under the store's write lock, in one transaction, after checking that no batch of the month
 was committed meanwhile (else the figures would not match the inputs the run names).
 
@@ -33,18 +34,14 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import pandas as pd
-import yaml
-from sqlalchemy import Connection, Engine, Row, Select, func, insert, literal, select
+from sqlalchemy import Connection, func, insert, literal, select
 
 from tenantcost import __version__
 from tenantcost.allocate import allocate_stream
-from tenantcost.config.rules import RuleSet, parse_rules
 from tenantcost.errors import InputError
 from tenantcost.invoice import invoice_cascade
 from tenantcost.reconcile import (
@@ -63,9 +60,6 @@ from tenantcost.store.data import Store
 from tenantcost.store.lock import write_transaction
 from tenantcost.store.models import (
     Batch,
-    BatchFile,
-    RuleFile,
-    RuleVersion,
     Run,
     RunClient,
     RunFigure,
@@ -74,21 +68,16 @@ from tenantcost.store.models import (
     table,
     utcnow,
 )
+from tenantcost.store.month_inputs import (
+    StoredRules,  # re-exported
+    inputs_query,
+    month_inputs,  # re-exported
+    month_signature,
+    stored_rules,  # re-exported
+)
 from tenantcost.store.report_figures import record_run_tables
-from tenantcost.store.rules import sha256_hex, version_document
 from tenantcost.store.stored import stored_costs, stored_usage
 from tenantcost.windows import Period
-
-
-@dataclass(frozen=True)
-class StoredRules:
-    """The store's rules: the rule set a run uses and the rule file it took settings from."""
-
-    ruleset: RuleSet
-    file_sha256: str
-    origin: str
-    document: dict[str, Any]
-    """The rule document parsed (recorded with the run: its sheets read with these rules)."""
 
 
 @dataclass(frozen=True)
@@ -98,99 +87,6 @@ class RecordedRun:
     run_id: str
     result: AllocationResult
     cascade: Cascade
-
-
-def stored_rules(engine: Engine) -> StoredRules:
-    """Every stored rule version, with the latest stored rule file's other settings."""
-    v = table(RuleVersion).c
-    with engine.connect() as connection:
-        latest = connection.execute(
-            select(table(RuleFile)).order_by(table(RuleFile).c.id.desc()).limit(1)
-        ).first()
-        versions = connection.execute(
-            select(v.rule_id, v.content, v.sha256, v.rule_file_id).order_by(v.effective_from)
-        ).all()
-        files = dict(connection.execute(
-            select(table(RuleFile).c.id, table(RuleFile).c.content).where(
-                table(RuleFile).c.id.in_({row.rule_file_id for row in versions}))
-        ).all())  # fmt: skip
-    if latest is None:
-        raise InputError("the store holds no rules: run `tenantcost rules load RULES.yaml` first")
-    origin = f"stored rule file {latest.sha256[:12]} ({latest.origin})"
-    document = yaml.safe_load(latest.content)
-    document["rules"] = _as_written(versions, files)
-    return StoredRules(parse_rules(document, origin=origin), latest.sha256, origin, document)
-
-
-def _as_written(
-    versions: Sequence[Row[Any, Any, Any, Any]], files: dict[int, str]
-) -> list[dict[str, Any]]:
-    """Each stored version as the file that brought it wrote it: the stored content is sorted
-    JSON, which would reorder a match's properties in the sheets' rule text ("namespace saas,
-    controller api"). The file's version is taken only if its canonical content is the
-    stored one (same sha256); otherwise the stored content."""
-    written: dict[tuple[int, str], Any] = {}
-    for file_id, content in files.items():  # the few rule files the versions came from
-        ruleset = parse_rules(yaml.safe_load(content), origin=f"stored rule file {file_id}")
-        for version in ruleset.rules:
-            canonical = version_document(ruleset, version)
-            written[(file_id, version.id)] = (sha256_hex(canonical), version)
-    out = []
-    for row in versions:  # one per stored rule version
-        sha, version = written.get((row.rule_file_id, row.rule_id), ("", None))
-        use = version is not None and sha == row.sha256
-        out.append(json.loads(json.dumps(version.model_dump(mode="json", by_alias=True)))
-                   if use else json.loads(row.content)["rules"][0])  # fmt: skip
-    return out
-
-
-def _inputs_query(period: Period) -> Select[Any]:
-    """The committed batches with files on the period's days, and the billing batches whose
-    billing periods overlap it: ``id, kind, sha256`` (distinct, unordered)."""
-    b, f = table(Batch).c, table(BatchFile).c
-    last_day = period.end - pd.Timedelta(microseconds=1)
-    on_days = (b.kind != "billing") & (f.day >= f"{period.start:%Y-%m-%d}") & (
-        f.day <= f"{last_day:%Y-%m-%d}")  # fmt: skip
-    billing = (b.kind == "billing") & (b.window_from < period.end.to_pydatetime()) & (
-        b.window_to > period.start.to_pydatetime())  # fmt: skip
-    return (
-        select(b.id, b.kind, b.sha256)
-        .join_from(table(BatchFile), table(Batch), b.id == f.batch_id)
-        .where(b.status == "committed")
-        .where(on_days | billing)
-        .distinct()
-    )
-
-
-def month_inputs(connection: Connection, period: Period) -> pd.DataFrame:
-    """The committed batches with files on the period's days, and the billing batches whose
-    billing periods overlap it: ``batch_id, kind, sha256`` (the run's input fingerprint), by
-    id."""
-    rows = connection.execute(_inputs_query(period).order_by(table(Batch).c.id)).all()
-    return pd.DataFrame([tuple(r) for r in rows], columns=["batch_id", "kind", "sha256"])
-
-
-@dataclass(frozen=True)
-class InputSignature:
-    """What identifies a month's input set without fetching it (meter traffic: 350,000
-    batches): per kind, how many batches and the sum of their ids. Batches only join the set
-    with ids above every id in it and leave it by withdrawal, so equal signatures mean equal
-    sets (a batch's sha256 never changes)."""
-
-    counts: tuple[tuple[str, int, int], ...]
-
-    def batches(self, kind: str) -> int:
-        return sum(n for k, n, _ in self.counts if k == kind)
-
-
-def month_signature(connection: Connection, period: Period) -> InputSignature:
-    """The :class:`InputSignature` of ``period``'s inputs, aggregated by the database."""
-    inputs = _inputs_query(period).subquery()
-    rows = connection.execute(
-        select(inputs.c.kind, func.count(), func.sum(inputs.c.id))
-        .group_by(inputs.c.kind).order_by(inputs.c.kind)
-    ).all()  # fmt: skip
-    return InputSignature(tuple((str(k), int(n), int(t or 0)) for k, n, t in rows))
 
 
 def stored_cost_span(connection: Connection) -> str:
@@ -298,7 +194,7 @@ def _record_results(
     """Bulk inserts of the run's per-period results (one statement per table). The inputs
     (every batch read, however many) are copied by the database itself, ``INSERT ... SELECT``,
     under the lock that checked they are those the run read."""
-    inputs = _inputs_query(period).subquery()
+    inputs = inputs_query(period).subquery()
     connection.execute(
         insert(table(RunInput)).from_select(
             ["run_id", "batch_id", "kind", "sha256"],

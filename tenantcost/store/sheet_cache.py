@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Insert, func, select, update
 from sqlalchemy.exc import IntegrityError
 
-from tenantcost.store.cycle import connected
+from tenantcost.store.connection import connected
 from tenantcost.store.models import MonthEvent, SheetRender, SheetRenderJob, table, utcnow
 
 STALE_SECONDS = 300.0

@@ -4,7 +4,7 @@ Hours covered are the union of the windows of the committed batches' cells that 
 month (clipped to it), so overlapping, nested or re-ingested windows count once; a month is
 complete when both figures equal the month's hours (``close`` refuses a month that is not,
 unless ``--allow-incomplete``: :func:`missing_hours`). ``state`` is ``open`` or ``closed``
-(:func:`tenantcost.store.cycle.month_state`), ``revisions`` the latest issued revision (0 when
+(:func:`tenantcost.store.month_state.month_state`), ``revisions`` the latest issued revision (0 when
 the month was never closed).
 
 **Billing coverage** (a month with stored billing data, :mod:`tenantcost.store.billing`):
@@ -25,7 +25,9 @@ import pandas as pd
 from sqlalchemy import Connection, Engine, func, select
 
 from tenantcost.store.billing import live_cells
+from tenantcost.store.connection import connected
 from tenantcost.store.models import Batch, BatchCell, BatchFile, Run, table
+from tenantcost.store.month_state import issued_revision, month_state, stored_cycle_months
 from tenantcost.windows import Period
 
 HOUR = pd.Timedelta(hours=1)
@@ -74,8 +76,6 @@ def uncovered(windows: pd.DataFrame, period: Period) -> pd.DataFrame:
 
 
 def _cell_windows(bind: Connection | Engine, kind: str, period: Period) -> pd.DataFrame:
-    from tenantcost.store.cycle import connected
-
     b, c = table(Batch).c, table(BatchCell).c
     query = (
         select(c.window_start, c.window_end)
@@ -234,8 +234,6 @@ def _hours(value: float) -> float | int:
 
 def month_status(engine: Engine, month: str | None = None) -> list[dict[str, Any]]:
     """One object per month (``month`` alone, else every month with stored batches)."""
-    from tenantcost.store.cycle import issued_revision, month_state, stored_cycle_months
-
     months = (
         [month]
         if month is not None

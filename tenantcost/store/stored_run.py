@@ -43,10 +43,11 @@ from tenantcost.report.provenance import InputFile, Provenance, generation_time
 from tenantcost.report.statement import ClientRestatement, StatementKind, StatementNote
 from tenantcost.split import connect
 from tenantcost.store.batches import withdrawn_before
-from tenantcost.store.cycle import issued_revision, statements
+from tenantcost.store.cycle import statements
 from tenantcost.store.data import DataDir, Store
 from tenantcost.store.models import Batch, MonthEvent, Run, RunInput, table
 from tenantcost.store.month_bridge import month_bridges, previous_issued
+from tenantcost.store.month_state import issued_revision
 from tenantcost.store.report_figures import (
     StoredResult,
     compute_pack_figures,

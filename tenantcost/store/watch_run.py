@@ -59,9 +59,9 @@ from tenantcost.result import AllocationResult
 from tenantcost.split import connect
 from tenantcost.store.batches import name_batches
 from tenantcost.store.billing import stored_billing_run
-from tenantcost.store.cycle import MonthState, month_state
 from tenantcost.store.data import Store
-from tenantcost.store.runs import stored_rules
+from tenantcost.store.month_inputs import stored_rules
+from tenantcost.store.month_state import MonthState, month_state
 from tenantcost.store.stored import stored_costs, stored_usage
 from tenantcost.store.watch_snapshots import record_watch
 from tenantcost.timefmt import iso_z_seconds, utc

@@ -27,7 +27,7 @@ from typing import Any
 
 from sqlalchemy import BigInteger, Connection, Engine, case, cast, func, insert, select
 
-from tenantcost.store.cycle import connected
+from tenantcost.store.connection import connected
 from tenantcost.store.models import WatchEntry, WatchSnapshot, table, utcnow
 
 CLIENT_LISTS = ("anomalies", "rule_changes", "warnings")
