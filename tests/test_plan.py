@@ -11,6 +11,7 @@ import pytest
 from tenantcost.allocate import allocate, allocate_stream
 from tenantcost.classify import classify
 from tenantcost.engine.chunks import LinePartWriter
+from tenantcost.engine.lines_csv import LinesCsvFile
 from tenantcost.plan import (
     assign_versions,
     attach_entries,
@@ -20,7 +21,6 @@ from tenantcost.plan import (
     spec_tables,
 )
 from tenantcost.usage_source import FrameUsage
-from tenantcost.engine.lines_csv import LinesCsvFile
 
 from .factories import BASIC_RULES, costs, rules, usage
 

@@ -16,12 +16,13 @@ revision and its difference says what was withdrawn. A close after a reopen that
 no client's amount, no rule and not the month's completeness is refused
 (:class:`NothingChanged`: "nothing changed since revision N") unless forced.
 
-With billing data (issue 21), ``close`` also refuses a month its billing data does not cover
-(:func:`tenantcost.store.status.billing_coverage`: an hour of the month no stored billed usage
-line covers; checked when the month has billing data or the stored rule file a ``billing:``
-section, so a store without billing closes as before), unless ``--allow-incomplete``, which
-also lets the run keep OpenCost's estimate for cluster periods not billed yet (marked in the
-invoice cascade). The revision's run carries the invoice cascade (``run.invoice``).
+With billing data (the month closed on the cloud invoice), ``close`` also refuses a month its
+billing data does not cover (:func:`tenantcost.store.status.billing_coverage`: an hour of the
+month no stored billed usage line covers; checked when the month has billing data or the
+stored rule file a ``billing:`` section, so a store without billing closes as before), unless
+``--allow-incomplete``, which also lets the run keep OpenCost's estimate for cluster periods
+not billed yet (marked in the invoice cascade). The revision's run carries the invoice
+cascade (``run.invoice``).
 
 Writers check a month's state inside their own write transaction
 (:func:`~tenantcost.store.month_state.refuse_if_closed`,
