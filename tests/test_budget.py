@@ -1,4 +1,4 @@
-"""`tenantcost budget plan` and `tenantcost budget load` (issue 25) on SQLite and a real
+"""`tenantcost budget plan` and `tenantcost budget load` on SQLite and a real
 PostgreSQL 15: the plan's figures from a 6-month issued history recomputed here independently
 (Python's `statistics.median` on exact Fractions, one client at a time), the fallback, the
 clients without history, `--growth`, the CSV round trip into `budget load`, versions (the old

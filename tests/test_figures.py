@@ -1,6 +1,6 @@
-"""Issue 24, figures: one rounding, client-facing provenance, captions kept with their tables.
+"""Figures: one rounding, client-facing provenance, captions kept with their tables.
 
-The bundled example's figures at four decimals are the issue's own cases: client-a is 0.123458
+The bundled example's figures at four decimals are the case for it: client-a is 0.123458
 exactly, alone it rounds to 0.1235, yet the three clients (0.123458 + 0.077173 + 0.001569 =
 0.202200) must add up to the clients line 0.2022, so the hierarchy shows 0.1234 + 0.0772 +
 0.0016. Every page, sheet, index and summary must read that same figure: from files (the

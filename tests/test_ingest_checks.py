@@ -1,5 +1,5 @@
-"""Issue 22, part 1 (ingest side): a record `run` would refuse is refused at ingest, by every
-path, on SQLite and a real PostgreSQL: `tenantcost ingest usage` (a subprocess: exit 2, one
+"""Checks at ingest: a record `run` would refuse is refused at ingest, by every path, on
+SQLite and a real PostgreSQL: `tenantcost ingest usage` (a subprocess: exit 2, one
 `error:` line, no traceback), `POST /api/v1/usage` and `POST /api/v1/usage.parquet` (a real
 server: 422, a one-line `detail` naming the record and field), with `allocate` giving the
 reader's same line. Valid windows (sub-hour windows inside an hour, hourly, daily) are still
@@ -326,7 +326,7 @@ BILLED = """    billed:
 
 
 def test_a_service_only_a_billed_entry_names_is_accepted(tmp_path: Path) -> None:
-    """Issue 21: the usage of `billed[].services` splits billed pools, so a stored rule
+    """The usage of `billed[].services` splits billed pools, so a stored rule
     version that names a service only there makes its usage known (SQLite: the check reads
     the stored version's content, the same on both backends)."""
     text = (EXAMPLE / "rules.yaml").read_text(encoding="utf-8")

@@ -1,7 +1,7 @@
 """examples/invoice-close: every figure of its README, computed a second time with fractions.
 
-This is a deliberately separate implementation of the arithmetic of DESIGN21 ("Semantics") and
-ISSUE21 ("The figures"), the way ``tests/golden/compute_goldens.py`` is for the allocation: it
+This is a deliberately separate implementation of the invoice close's arithmetic (the rules
+below; docs/invoice.md), the way ``tests/golden/compute_goldens.py`` is for the allocation: it
 does not import tenantcost's allocation code. It reads the example's files with the standard
 library (``csv``, ``json``, ``yaml``), classifies the billed lines by the rule file's ``match:``
 patterns with ``fnmatch``, and computes with ``fractions.Fraction``:

@@ -1,5 +1,5 @@
 """The OTLP decoding core (tenantcost.otlp), without a store: points from a request, and the
-increments of delta and cumulative series against their kept last points (issue 23 §2)."""
+increments of delta and cumulative series against their kept last points."""
 
 from __future__ import annotations
 

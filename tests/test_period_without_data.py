@@ -1,4 +1,4 @@
-"""A period with no cost data (issue 24): every command that takes a period refuses it in one
+"""A period with no cost data: every command that takes a period refuses it in one
 line naming the span the data covers, exit 2, through one check
 (:func:`tenantcost.cli.run.require_cost_data`), instead of a traceback (``report``, ``export
 focus``) or an all-zero cascade (``allocate``, ``compare``, ``reconcile``). The store's

@@ -1,4 +1,4 @@
-"""No other client's name reaches an account manager, on any surface (issue 22, section 3).
+"""No other client's name reaches an account manager, on any surface.
 
 A store on SQLite and on a real PostgreSQL 15 with clients ``acme``, ``bravo``, ``charlie``
 and ``eu``, whose rule ids, rule description, excluded workload's reason and name, internal

@@ -82,7 +82,7 @@ def micros_to_text(micros: int, places: int) -> str:
 
 
 def golden_shown(golden: dict, key: str, places: int = 4) -> dict[str, str]:
-    """Each client's figure under ``key`` as every page must show it (issue 24, one rounding),
+    """Each client's figure under ``key`` as every page must show it (one rounding),
     from the goldens: the default cascade's lines rounded to the reference total, then the
     key's client column (clients by id) by largest remainder to the cascade's clients line."""
     default = golden["keys"]["default"]
@@ -221,7 +221,7 @@ def test_saas_sheet_figures_match_golden(saas_pack):
             shown = sources[source][-1]
             assert abs(to_units(shown) - amount / 100) <= 1, (client, source, shown)
         assert sum(to_units(r[-1]) for r in body) == to_units(foot[-1])
-        # issue 24: the total reads as in the summary and index (one rounding, to the
+        # the total reads as in the summary and index (one rounding, to the
         # clients line), within one unit of the exact figure
         total = golden_shown(golden_all, "default")[client]
         assert abs(to_units(total) - expected["amount"] / 100) <= 100
@@ -320,7 +320,7 @@ def test_saas_pdf_text_has_the_figures(saas_pack):
 def test_saas_markdown_sheet(saas_pack):
     md = (saas_pack / "clients" / "client-a.md").read_text()
     assert md.startswith("# Cost sheet: client-a\n")
-    assert "| **Total** | **0.1234 USD** |" in md  # issue 24: as the summary and index read
+    assert "| **Total** | **0.1234 USD** |" in md  # one rounding: as the summary and index read
     assert "| api (shared workload) | requests | 66,348 | - | withheld\\* | withheld\\* |" in md
     lines = [line for line in md.splitlines() if line.startswith("| ") and "|---" not in line]
     widths = {line.count("|") - line.count("\\|") for line in lines[:10]}
@@ -387,7 +387,7 @@ def teams_pack(tmp_path_factory) -> Path:
 
 
 def test_teams_sheets_show_distributed_idle(teams_pack):
-    # team-a's 96.363574 reads 96.37 as in the summary and index (issue 24: one rounding; the
+    # team-a's 96.363574 reads 96.37 as in the summary and index (one rounding; the
     # summary's column must add up to 167.83), its lines rounded to it (56.502 -> 56.51)
     expected = {"team-a": "96.37", "team-b": "35.73", "team-c": "35.73"}
     idle = {"team-a": "39.86", "team-b": "14.78", "team-c": "14.78"}
@@ -519,7 +519,7 @@ def test_change_notice_within_the_period_and_against_last_month(change_pack):
     assert titles == [
         "Change notice: The rule changed on 2026-11-15: the denominator changed",
         "Change notice: Another rule than last period: the denominator changed",
-        # issue 11: the bridge from last month (its figures: tests/test_explain_cli.py)
+        # what changed since last month, the bridge (its figures: tests/test_explain_cli.py)
         "Change notice: What changed since 2026-10: +1.06 EUR",
     ]
     within = [

@@ -84,7 +84,7 @@ def test_saas_example_csv_and_parquet_give_identical_sheets(tmp_path: Path) -> N
     assert len([n for n in from_csv if n.startswith("clients/")]) == 6  # 3 clients x html, md
     assert_same_pack(from_csv, from_parquet)
     sheet = from_parquet["clients/client-a.md"]
-    # client-a's 0.123458 (README, golden), as the summary and index read it (issue 24)
+    # client-a's 0.123458 (README, golden), as the summary and index read it (one rounding)
     assert "| **Total** | **0.1234 USD** |" in sheet
 
 

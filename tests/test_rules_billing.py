@@ -1,4 +1,4 @@
-"""Issue 21, the rule-file surface: ``billing:`` and each version's ``billed:`` entries.
+"""The rule-file surface of billing data: ``billing:`` and each version's ``billed:`` entries.
 
 * every mistake in the new keys is one line naming the rule path (``rules[0].billed[1].reason``,
   ``billing.clusters[1].name``) and what is wrong, exit 2 from ``check-config``;

@@ -1,16 +1,17 @@
 """Access matrix of the service: every API route × every role × own / other / non-existent
 client, against a real ``tenantcost serve`` on SQLite and on a real PostgreSQL.
 
-The expected answers are written out here from issue 10 (not derived from
+The expected answers are written out here from the access rules (not derived from
 tenantcost.service.permissions), so a wrong rule in the code fails this test:
 
 * no token: 401 everywhere but the health probes and the API documentation;
 * ingest: POST usage only, 403 elsewhere;
 * account-manager: lists, months and its own client; another client's URL is 404 with the
   same body as a client that does not exist; cluster-wide routes 403;
-* finance: every client, cluster routes, close and reopen, batches (issue 22); tokens 403;
-* product (issue 24): every client (issued figures only), the months, the cascade and key
-  comparison (issued months), the unit economics, the month's watch (issue 25); close, reopen,
+* finance: every client, cluster routes, close and reopen, the batch list and withdrawal;
+  tokens 403;
+* product: every client (issued figures only), the months, the cascade and key
+  comparison (issued months), the unit economics, the month's watch; close, reopen,
   batches, tokens, ingest and the invoice cascade 403;
 * admin: everything.
 """
@@ -37,7 +38,7 @@ EVERYONE = {"admin", "finance", "account-manager", "product", "ingest", None}
 READERS = {"admin", "finance", "account-manager", "product"}
 CLUSTER = {"admin", "finance"}
 ISSUED = {"admin", "finance", "product"}
-"""The issued months' cascade and key comparison, the unit economics (issue 24)."""
+"""The issued months' cascade and key comparison, the unit economics, the month's watch."""
 INGESTERS = {"admin", "finance", "ingest"}
 
 
@@ -76,7 +77,7 @@ ROUTES = [
     Route("GET", "/api/v1/months/{month}/compare?keys=requests,cpu_seconds", ISSUED),
     # the store of this module has no catalog: access lets through, pricing refuses
     Route("GET", "/api/v1/months/{month}/unit-economics?by=plan", ISSUED, ok=422),
-    # issue 25: the month-wide watch; this store has none recorded (404 naming the command)
+    # the month-wide watch, every client's month to date; none recorded (404 naming the command)
     Route("GET", "/api/v1/months/{month}/watch", ISSUED, ok=404),
     # Writes: requests access lets through but the store refuses, so nothing changes.
     Route("POST", "/api/v1/months/{month}/close", CLUSTER, ok=409, json={}),

@@ -1,4 +1,4 @@
-"""The batch API against a real ``tenantcost serve`` on SQLite and PostgreSQL (issue 22): a
+"""The batch API against a real ``tenantcost serve`` on SQLite and PostgreSQL: a
 month poisoned by a record only a later ingest made unusable is refused by `close` naming the
 batch and the withdraw command, repaired with `POST /api/v1/batches/{uid}/withdraw`, then
 closed; a closed month refuses a withdrawal (409); identical records posted again into the
@@ -25,7 +25,7 @@ from .service_server import (
 
 FIELDS = ["uid", "kind", "mode", "rows", "cells", "window_from", "window_to", "ingested_at",
           "actor", "source", "status", "withdrawn_at", "withdrawn_by", "reason"]  # fmt: skip
-"""The contract of issue 22, written out (not imported)."""
+"""A batch's fields in the batch API's contract, written out (not imported)."""
 
 
 @dataclass(frozen=True)

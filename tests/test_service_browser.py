@@ -85,7 +85,7 @@ def test_account_manager_searches_opens_a_sheet_downloads_the_pdf_and_meets_404(
     page.get_by_role("link", name="client-a").click()
     page.wait_for_url(url + "/clients/client-a")
     check_page(page)
-    assert page.locator("#amount").inner_text() == "0.1234 USD"  # one rounding (issue 24)
+    assert page.locator("#amount").inner_text() == "0.1234 USD"  # one rounding: every page reads it
     assert page.locator("#status").inner_text().lower() == "issued"
     assert page.locator("#history-table tbody tr").count() == 1
     assert page.locator("svg[aria-labelledby^='history-chart']").count() == 1

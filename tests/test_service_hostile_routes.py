@@ -1,4 +1,4 @@
-"""Client ids that broke routes, and the inputs that answered 500 (issue 22, sections 4 and 5),
+"""Client ids that broke routes, and the inputs that answered 500,
 against a real ``tenantcost serve`` on SQLite and on a real PostgreSQL 15.
 
 * ``team/a``, ``客户`` and ``a~b`` open on every client route (API, pages, sheet downloads,

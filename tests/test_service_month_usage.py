@@ -1,5 +1,5 @@
 """The finance month page's "Usage" section against a real `tenantcost serve` (uvicorn) on
-SQLite and PostgreSQL (issue 23): the month's usage totals per service and client, the same
+SQLite and PostgreSQL: the month's usage totals per service and client, the same
 figures as `status --usage`; paged (100 rows a page, its own `usage_page` links) when a month
 has many clients; account managers get 403 for the whole page and no other client's figure."""
 

@@ -1,5 +1,5 @@
 """``POST /v1/metrics`` against a real ``tenantcost serve`` on SQLite and PostgreSQL, fed by the
-real OpenTelemetry Python SDK and its OTLP/HTTP exporter (issue 23 §2): protobuf and JSON,
+real OpenTelemetry Python SDK and its OTLP/HTTP exporter: protobuf and JSON,
 delta and cumulative, gzip; the stored usage equals what the SDK recorded; a restart of the
 server between two cumulative exports changes nothing; an export sent twice is added once; a
 closed month is a partial success whose cumulative point still advances its series."""

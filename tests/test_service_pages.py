@@ -249,7 +249,8 @@ def test_client_page_shows_the_issued_figure_sheet_links_and_history(served: Ser
     page = manager.get("/clients/client-a")
     assert page.status_code == 200
     text = page.text
-    # the sheet's own decimals (4 for this month) and its figure: one rounding (issue 24)
+    # the sheet's own decimals (4 for this month) and its figure: one rounding, the figure the
+    # summary and index read
     assert 'id="amount">0.1234 USD<' in text
     assert 'id="status">issued<' in text and 'id="revision">1<' in text
     assert f"/api/v1/clients/client-a/months/{MONTH}/sheet.pdf" in text

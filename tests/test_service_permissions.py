@@ -1,5 +1,6 @@
-"""The permission module alone: the full role × action table written out from issue 10, and
-properties over any client ids (hypothesis)."""
+"""The permission module alone: the full role × action table written out here from the access
+rules (not derived from the module under test), and properties over any client ids
+(hypothesis)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ TABLE: dict[Role, set[Action]] = {
     Role.FINANCE: set(Action) - {A.MANAGE_TOKENS},
     Role.ACCOUNT_MANAGER: {A.LIST_MONTHS, A.LIST_CLIENTS, A.VIEW_CLIENT},
     Role.PRODUCT: {A.LIST_MONTHS, A.LIST_CLIENTS, A.VIEW_CLIENT, A.VIEW_ISSUED_MONTH,
-                   A.VIEW_PRICING,  # issue 24: issued figures, their cascade, pricing
-                   A.VIEW_WATCH},  # issue 25: every client's month-to-date watch
+                   A.VIEW_PRICING,  # issued figures, their cascade, pricing
+                   A.VIEW_WATCH},  # every client's month-to-date watch
     Role.INGEST: {A.INGEST_USAGE},
 }
 MINE = frozenset({"acme", "globex"})

@@ -1,4 +1,4 @@
-"""Issue 24, product teams: the ``product`` role, the served pricing page and client names.
+"""Product teams: the ``product`` role, the served pricing page and client names.
 
 Against a real ``tenantcost serve`` (uvicorn) on the bundled example with its catalog loaded,
 on SQLite and on a real PostgreSQL (the name search is SQL on both):

@@ -1,4 +1,4 @@
-"""The month-to-date watch in the service (issue 25, part SERVICE), against a real
+"""The month-to-date watch in the service, against a real
 ``tenantcost serve`` (uvicorn) on the bundled example's store (2026-11 closed).
 
 Watch runs are recorded with :func:`tenantcost.store.watch_snapshots.record_watch` from

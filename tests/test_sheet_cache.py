@@ -1,4 +1,4 @@
-"""Issued sheets rendered once and kept in the store (issue 24, speed): the claim lets one
+"""Issued sheets rendered once and kept in the store (so a read is fast): the claim lets one
 process in all render a revision (across threads here, across uvicorn workers below), a read
 before the rendering renders on demand and keeps what it rendered, and a sheet kept under
 another renderer version is never served. Real uvicorn (2 workers), SQLite and PostgreSQL."""

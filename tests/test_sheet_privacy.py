@@ -1,4 +1,4 @@
-"""A client's sheet never lets its reader compute another client's figures (issue 14).
+"""A client's sheet never lets its reader compute another client's figures.
 
 Pool figures (a source's total measure, its cost, the reader's share, its unattributed part)
 and cluster sums (the cost meant for all clients) give other clients away when few clients

@@ -1,4 +1,4 @@
-"""`tenantcost batch list` and `batch withdraw` on SQLite and a real PostgreSQL 15 (issue 22):
+"""`tenantcost batch list` and `batch withdraw` on SQLite and a real PostgreSQL 15:
 a record that only a later ingest makes unusable is named by `run` and `close` with its batch
 and the command that withdraws it; withdrawn, the month runs; withdrawing a `replace` batch
 brings back the cells it had replaced; a closed month refuses; the withdrawal is in `history`

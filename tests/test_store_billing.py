@@ -1,4 +1,4 @@
-"""Billing data in the store (issue 21), on SQLite and PostgreSQL, one store per backend:
+"""Billing data in the store, on SQLite and PostgreSQL, one store per backend:
 `ingest billing` stores Parquet with exact decimals; a restated export replaces the earlier
 batch (superseded, withdrawable); `status` shows the coverage; `close` refuses a month the
 billing data does not cover, then records the invoice cascade with the revision; the API

@@ -1,4 +1,4 @@
-"""Usage compaction (issue 23, "the store under meter traffic") on SQLite and a real
+"""Usage compaction (the store under meter traffic: many small batches) on SQLite and a real
 PostgreSQL 15: meter-like `sum` batches folded per day read exactly as the same usage
 ingested as one file (`run` gives the same document); a run still names every batch it read;
 withdrawing a folded batch takes its rows away (the compaction is invalid, then folded anew);

@@ -251,7 +251,7 @@ def test_revision_1_renders_byte_identical_after_a_correction_and_revision_2_is_
     assert f"reopened for this reason: {REASON}." in summary and CLIENT_REASON in summary
     assert "> | Client | Revision 1 | Revision 2 | Difference |" in summary
     assert "> | client-b | 0.0772 | 0.0801 | +0.0029 |" in summary
-    # revision 1 as it was sent (0.1234: the one rounding of issue 24, not 0.1235 alone)
+    # revision 1 as it was sent (0.1234: one rounding, to the clients line; not 0.1235 alone)
     assert "> | client-a | 0.1234 | 0.1205 | -0.0029 |" in summary
     # Revision 2's figures are those of `report` on the corrected files.
     ok("report", "--config", RULES, "--usage", tmp_path / "fixed.csv", "--month", "2026-11",

@@ -1,4 +1,4 @@
-"""`tenantcost status --usage` on SQLite and a real PostgreSQL 15 (issue 23), run as a user
+"""`tenantcost status --usage` on SQLite and a real PostgreSQL 15, run as a user
 runs it (a subprocess): per month, service and client, the totals of the live usage `run`
 reads (a `replace` batch supersedes its cells, `sum` batches add, a zero-filled metric
 counts 0, a withdrawn batch counts nowhere); JSON and table; a malformed month is exit 2."""

@@ -136,7 +136,7 @@ def test_report_from_the_installed_wheel(installed: Installed, example_copy: Pat
         assert (pack / f"{stem}.pdf").read_bytes().startswith(b"%PDF-")
         assert (pack / f"{stem}.md").stat().st_size > 0
     assert (pack / "clients" / "client-a.md").read_text().startswith("# Cost sheet: client-a\n")
-    # client-a as the summary and index read it (issue 24: one rounding)
+    # client-a as the summary and index read it (one rounding: every page reads the same figure)
     assert "| **Total** | **0.1234 USD** |" in (pack / "clients" / "client-a.md").read_text()
     assert (pack / "index.html").is_file()
 
