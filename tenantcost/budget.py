@@ -3,7 +3,8 @@
 ``tenantcost budget plan`` proposes a band per client from the client's amounts in the last
 ``N`` issued months (latest revisions); ``tenantcost budget load`` stores a band (the plan's
 CSV, or finance's own figures); ``tenantcost watch`` compares each client's projected month
-with it. The default method is the issue's, so that anyone can recompute it by hand:
+with it. The default method is simple enough that anyone can recompute it by hand
+(docs/budgets.md, "The method"):
 
 * ``g`` = the median of the client's month-over-month growth rates ``a_i / a_(i-1) - 1``
   between consecutive issued months of the client (a rate whose ``a_(i-1)`` is 0 is skipped);

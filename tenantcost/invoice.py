@@ -84,7 +84,7 @@ class Invoice:
         return self.gap == 0
 
     def to_json(self) -> dict[str, Any]:
-        """The ``invoice`` object of ``allocate --format json`` (the issue's contract)."""
+        """The ``invoice`` object of ``allocate --format json`` (its fields: docs/invoice.md)."""
         return {
             "currency": self.currency,
             "billed_total": self.billed_total,

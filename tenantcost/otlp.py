@@ -18,7 +18,7 @@ Three steps, each a function here, none touching the store:
    (:mod:`tenantcost.store.otlp_series`) and gives, per month, the usage to add, per UTC hour
    of the points' time, service, client and column, and each series' new last point.
 
-**The rules of step 3** (the issue's text, applied per series in time order):
+**The rules of step 3** (docs/service.md, "What is stored"; applied per series in time order):
 
 * a point at or before the series' last point (same time or earlier) was received already:
   it is not added again (exporters retry; OTLP has no idempotency key);

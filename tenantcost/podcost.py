@@ -36,8 +36,9 @@ The output is the canonical cost table of :mod:`tenantcost.tables`, so ``tenantc
   ``raise_cost``, present whenever minimums or a ratio range are configured.
 
 **Rows** (one window each; cost columns ``cpu_cost``, ``memory_cost``, [``raise_cost``],
-``total_cost``, in currency units; the issue's column names. OpenCost's JSON calls memory
-``ramCost``, read as ``ram_cost``; compare the two by resource, not by column name):
+``total_cost``, in currency units, as examples/node-price-model/README.md ("Output rows") lists
+them. OpenCost's JSON calls memory ``ramCost``, read as ``ram_cost``; compare the two by
+resource, not by column name):
 
 * every pod row: ``name`` = ``namespace/pod``, with node, namespace, controller_kind, controller
   and pod from the pod file; ``origin`` is its row in the pod file;

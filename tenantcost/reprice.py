@@ -2,7 +2,7 @@
 
 OpenCost prices nodes at list (or custom) prices; the invoice says what they cost after
 Savings Plans, reservations, discounts and credits. Adding the bill's node cost to OpenCost's
-total would count the same spend twice (DOMAIN.md §7). Instead each OpenCost row is repriced:
+total would count the same spend twice (docs/invoice.md). Instead each OpenCost row is repriced:
 
 * a cluster's **repricing periods** are the finest partition of time in which every charge
   period of its billed lines and every OpenCost window of it lies inside one part (hourly

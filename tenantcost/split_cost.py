@@ -8,7 +8,8 @@ is the instance's unused capacity pro-rated over its pods by their split-usage r
 instance and hour, Σ split + Σ unused over its pod rows = the instance's amortized cost. Such
 a cluster needs no OpenCost: the bill itself says what each pod cost, at billed rates.
 
-**Contract** (what the allocation core gets; DESIGN21.md, the reader's ``split_view``):
+**Contract** (what the allocation core gets from the reader's ``split_view``, whose columns
+docs/billing-data.md lists under "EKS split cost allocation"):
 
 * :func:`split_cost_costs` returns the canonical cost table of :mod:`tenantcost.tables` for one
   cluster: one row per window (the split rows' charge period), node, namespace, controller and

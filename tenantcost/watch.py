@@ -30,7 +30,7 @@ is flagged when |score| >= ``threshold`` and |amount - median| >= ``min_amount``
 least ``min_days`` baseline days. A day without usage is a gap (a ``no_usage`` warning),
 never a drop, and never part of a baseline.
 
-Where the issue is silent, :func:`score_days` decides:
+Beyond the method above, :func:`score_days` decides:
 
 * the trailing window of day d is the ``window_days`` days d - window_days .. d - 1 (the
   scored day is not part of its own baseline);

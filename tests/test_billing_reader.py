@@ -1,4 +1,5 @@
-"""The billing reader: FOCUS 1.0–1.3 and CUR 2.0 files as one canonical view (DESIGN21).
+"""The billing reader: FOCUS 1.0–1.3 and CUR 2.0 files as one canonical view (see
+docs/billing-data.md).
 
 Files are built in the real column sets of each version (tests/billing_files.py) as CSV, gzip
 CSV and Parquet, in folders and hive-partitioned datasets; every bad input is one line naming

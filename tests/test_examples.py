@@ -93,10 +93,11 @@ def test_idle_three_teams_matches_golden_and_published_figures(method):
     assert idle["amount"] == golden["residual"]["idle"]
     assert idle["distributed"] == golden["idle_distributed"]
     assert doc["gap"] == 0
-    # DOMAIN.md publishes figures rounded at intermediate steps. Team A and the idle line
-    # agree within 0.02 USD; team B's published "even" (44.14) and "proportional" (35.77)
-    # figures carry rounding of the hourly idle share x 730 (and 44.14 contradicts DOMAIN's
-    # own 0.0287 + 0.0317 = 0.0604 USD/h = 44.09 USD), so team B is held to 0.05 USD.
+    # The published figures (examples/idle-three-teams/README.md) were rounded at intermediate
+    # steps. Team A and the idle line agree within 0.02 USD; team B's published "even" (44.14)
+    # and "proportional" (35.77) figures carry rounding of the hourly idle share x 730 (and
+    # 44.14 contradicts the published 0.0287 + 0.0317 = 0.0604 USD/h = 44.09 USD), so team B
+    # is held to 0.05 USD.
     tolerance = {"team-a": Decimal("0.02"), "idle": Decimal("0.02"), "team-b": Decimal("0.05")}
     amounts = {c["client"]: c["amount"] for c in doc["clients"]} | {"idle": idle["amount"]}
     for name, cmp in golden["published_comparison"].items():

@@ -171,7 +171,7 @@ def test_file_sheets_name_inputs_without_directories(pack: Path):
 
 def test_the_pdf_keeps_the_caption_with_its_table(pack: Path, tmp_path: Path):
     pages = pdf_pages((pack / "clients" / "client-a.pdf").read_bytes(), tmp_path)
-    assert len(pages) >= 3  # the case of the issue: section 4 crosses a page
+    assert len(pages) >= 3  # the case to guard: section 4 crosses a page
     assert_captions_with_tables(pages)
     css = (ROOT / "tenantcost" / "templates" / "report.css").read_text()
     assert 'td code[title^="sha256"] { white-space: nowrap;' in css  # no wrap mid-hash

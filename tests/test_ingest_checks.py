@@ -61,7 +61,7 @@ LONG_ID = "c" * 300
 HUGE_ID = "h" * 3_000_000  # beyond Arrow's 1 MB CSV block: the reader's pandas path
 
 # name, bad record, field the error names (None: the row only), words of the reason; the
-# first five are the cases, run as subprocesses; the others in this process (faster)
+# first five run as subprocesses, as users run the CLI; the others in this process (faster)
 REFUSED = [
     ("off-hour", rec("2026-11-04T10:30:00Z", "2026-11-04T11:30:00Z"), "window_start",
      "crosses an hour boundary but its window_start is not on a whole hour"),

@@ -556,7 +556,7 @@ def prose_figures(f: Figures) -> set[str]:
             f.effective_in_scope + EXTERNAL[1],
         )
     }
-    # 0.578 -> 1.157: the double count as DOMAIN.md rounds it (to the thousandth)
+    # 0.578 -> 1.157: the double count as the README rounds it (to the thousandth)
     known |= {
         str((Decimal(v) / MICRO).quantize(Decimal("0.001"))) for v in (f.opencost, 2 * f.opencost)
     }

@@ -102,7 +102,7 @@ def proxy(served: Served) -> Iterator[DroppingProxy]:
 
 def cell(day: int, hour: int, client: str, requests: int, cpu: float,
          month: int = 12) -> dict[str, Any]:  # fmt: skip
-    """One record as the meter posts it (DESIGN23's contract)."""
+    """One record as the meter posts it to ``POST /api/v1/usage`` (docs/meter.md, "Delivery")."""
     start = f"2026-{month:02d}-{day:02d}T{hour:02d}:00:00Z"
     end_hour = (hour + 1) % 24
     end_day, end_month = (day, month) if end_hour else (day + 1, month)

@@ -1,10 +1,11 @@
-"""Node-price cost model (``tenantcost podcost``): DOMAIN.md sections 2 and 3, edge cases, errors.
+"""Node-price cost model (``tenantcost podcost``): the worked examples of
+examples/node-price-model/README.md, edge cases, errors.
 
 Tolerances, and why:
 
-* DOMAIN.md publishes hourly figures to 4 decimals and some of them are truncated rather than
-  rounded (team B's 0.02875 USD/h is published as 0.0287), so hourly figures are checked within
-  0.0001 USD/h (one unit of the last published digit).
+* The published worked examples give hourly figures to 4 decimals and some of them are
+  truncated rather than rounded (team B's 0.02875 USD/h is published as 0.0287), so hourly
+  figures are checked within 0.0001 USD/h (one unit of the last published digit).
 * Monthly figures are published to the cent and, for the examples checked here, are the exact
   figures rounded once, so they are checked within 0.005 USD (half a cent).
 * Exact formulas (unit prices, scaled or raised amounts) are checked within 2 micro-units
@@ -155,7 +156,7 @@ def section3_pods(window: str = H0) -> str:
     )
 
 
-# --------------------------------------------------------------------------- DOMAIN.md section 2
+# ------------------------------------------------------------ one m6i.large, two pods; Autopilot
 
 
 def test_weights_unit_prices_match_domain(tmp_path):
@@ -180,7 +181,7 @@ def test_section2_pods_and_idle_per_hour(tmp_path):
     assert abs(pod2 - 0.0341) <= 0.0001  # charged 0.8 vCPU (usage) and 0.5 GiB (request)
     assert abs(pod1 + pod2 - 0.0584) <= 0.0001
     assert abs(cost(frame, IDLE) - 0.0566) <= 0.0001
-    assert cost(frame, SYSTEM) == 0.0  # allocatable = capacity in DOMAIN's example
+    assert cost(frame, SYSTEM) == 0.0  # allocatable = capacity in the worked example
     assert node_micros(frame, "node-a") == micros(0.115)
 
 
@@ -201,7 +202,7 @@ def test_section2_autopilot_unit_prices_bill_requests_without_node_or_idle(tmp_p
     assert cost(hourly, "shop/pod-2") == pytest.approx(0.25 * 0.0573 + 0.5 * 0.0063421, abs=TOL)
 
 
-# --------------------------------------------------------------------------- DOMAIN.md section 3
+# -------------------------------------------------------------- one m6i.xlarge, three teams, idle
 
 
 def test_section3_three_teams_and_idle(tmp_path):

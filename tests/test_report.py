@@ -239,7 +239,7 @@ def test_saas_sheet_figures_match_golden(saas_pack):
             "usage without client id",
             "hours without usage data",
         ]
-        assert conf[1][2] == "low"  # the keys disagree a lot in this example (DOMAIN.md)
+        assert conf[1][2] == "low"  # the keys disagree a lot in this example (docs/method.md)
         keys = table(page, "keys-table")
         assert [r[0] for r in keys[1:]] == [
             "the rule as written",

@@ -173,9 +173,10 @@ def _open(page, url: str, want: Page, role: str, width: int) -> bool:
 
 
 def test_a_clients_amount_reads_the_same_on_its_sheet_bridge_page_and_api(demo: Demo):
-    """The demo's client-a is the issue's case: 0.123458 USD, which rounded alone reads 0.1235
-    but in the run's one rounding 0.1234. Its sheet total, the bridge's "this period" row and
-    the client page must read the one figure, and the API's bridge parts sum to its change."""
+    """The demo's client-a shows why a run is rounded once (docs/report.md, "Rounding"):
+    0.123458 USD, which rounded alone reads 0.1235 but in the run's one rounding 0.1234. Its
+    sheet total, the bridge's "this period" row and the client page must read the one figure,
+    and the API's bridge parts sum to its change."""
     manager = {"Authorization": f"Bearer {demo.tokens[MANAGER]}"}
     base = f"{demo.url}/api/v1/clients/client-a/months/2026-11"
     sheet = httpx.get(f"{base}/sheet.md", headers=manager, timeout=120).text

@@ -2,7 +2,8 @@
 ``tenantcost serve`` (uvicorn) on the bundled example's store (2026-11 closed).
 
 Watch runs are recorded with :func:`tenantcost.store.watch_snapshots.record_watch` from
-documents in the JSON contract's shape (inputs: the ``watch`` command is another part's): an
+documents written in the JSON contract's shape (docs/watch.md) rather than computed by the
+``watch`` command, so only the service is under test: an
 open month never issued (2026-12: three clients, anomalies, a rule change, warnings of the
 month, of clients, and one naming a client with no entry) and the closed 2026-11. Checked:
 

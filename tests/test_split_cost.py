@@ -5,10 +5,11 @@ doubles, tags a ``map<string, string>`` with CUR's ``aws_eks_*`` / ``user_*`` ke
 two-node cluster: per pod two split rows, its vCPU (``EKS-EC2-vCPU-Hours``) and its memory
 (``EKS-EC2-GB-Hours``), as AWS writes them; the split costs follow AWS's published method
 (9:1 CPU:memory unit weights on the instance's amortized cost, unused capacity pro-rated over
-the pods by their split-usage ratio), rounded to 10 places as CUR's figures are. The
-billing reader is written elsewhere, so the test builds the ``split_view`` (DESIGN21.md) and
-the cluster's billed lines (FOCUS names) itself, straight from the Parquet file. Expected
-amounts are computed here with Python's ``Decimal`` from the figures written to the file.
+the pods by their split-usage ratio), rounded to 10 places as CUR's figures are. The test
+builds the ``split_view`` (columns: docs/billing-data.md, "EKS split cost allocation") and the
+cluster's billed lines (FOCUS names) itself, straight from the Parquet file, so it does not
+depend on the billing reader. Expected amounts are computed here with Python's ``Decimal``
+from the figures written to the file.
 """
 
 from __future__ import annotations

@@ -108,7 +108,7 @@ def write_csv(path: Path, rows: list[dict[str, str]]) -> Path:
 
 
 def micro(values: list[str]) -> int:
-    """Exact decimal sum, rounded half-even once to micro-units (the issue's rounding)."""
+    """Exact decimal sum, rounded half-even once to micro-units (as docs/invoice.md rounds B)."""
     total = sum((Decimal(v) for v in values), Decimal(0))
     return int(total.quantize(Decimal("0.000001"), rounding=ROUND_HALF_EVEN) * 1_000_000)
 
@@ -123,7 +123,7 @@ class CanonicalView:
 
 
 def canonical(con: duckdb.DuckDBPyConnection, path: Path) -> CanonicalView:
-    """The canonical billing view of a FOCUS CSV (DESIGN21's columns and types)."""
+    """The canonical billing view of a FOCUS CSV (the reader's columns and types)."""
     header = path.read_text().splitlines()[0].split(",")
     text = ", ".join(
         f'coalesce("{c}", \'\') AS "{c}"' if c in header else f"'' AS \"{c}\""

@@ -55,7 +55,7 @@ def found(anomalies: pd.DataFrame) -> set[tuple[str, str, str, str]]:
 def reference(
     rows: list[tuple[str, str, int, int, str, bool]], days: range, params: WatchParams
 ) -> tuple[dict[tuple[str, str, str], tuple[str, int, int, float]], set[tuple[str, str, str]]]:
-    """The method of the issue, one day at a time in exact fractions: the anomalies as
+    """The method of docs/watch.md, one day at a time in exact fractions: the anomalies as
     {(client, source, day): (kind, amount, baseline, score)} and the gaps."""
     by_key = {(c, s, d): (a, sp, u) for c, s, d, a, sp, u in rows}
     anomalies: dict[tuple[str, str, str], tuple[str, int, int, float]] = {}
@@ -86,7 +86,7 @@ def reference(
     return anomalies, gaps
 
 
-# --- the issue's generated month --------------------------------------------------------
+# --- a generated month with a spike, a split change and a missing day --------------------
 
 SPIKE = ("c017", "import-worker", 8)  # 2026-11-09
 SPLIT_CHANGE = ("c042", "api", 7)  # from 2026-11-08: another key, three times the money
@@ -95,8 +95,8 @@ NO_USAGE_ROW = ("c123", "api", 11)  # 2026-11-12: a row without usage, amount 0
 
 
 def generated_month(split_aware: bool = True) -> list[tuple[str, str, int, int, str, bool]]:
-    """200 clients x 3 sources, 2026-10-18 .. 2026-11-15, 5 % daily noise, with the issue's
-    spike, split change and missing usage day."""
+    """200 clients x 3 sources, 2026-10-18 .. 2026-11-15, 5 % daily noise, with one spike,
+    one split change and one missing usage day (``SPIKE``, ``SPLIT_CHANGE``, ``MISSING``)."""
     rng = np.random.default_rng(25)
     rows = []
     for i in range(200):

@@ -121,7 +121,7 @@ def test_the_venv_runs_the_installed_wheel(installed: Installed, example_copy: P
 def test_allocate_from_the_installed_wheel(installed: Installed, example_copy: Path):
     done = _run([installed.bin("tenantcost"), "allocate", "--config", "rules.yaml"],
                 cwd=example_copy)  # fmt: skip
-    # DOMAIN.md section 4 / tests/golden/saas-three-clients.json, to the micro-unit.
+    # docs/method.md's worked example / tests/golden/saas-three-clients.json, to the micro-unit.
     for figure in ("0.123458", "0.077173", "0.001569", "0.202200", "0.643440"):
         assert figure in done.stdout, figure
 

@@ -5,7 +5,8 @@ allocation:
 
 * lines that **are** a cluster OpenCost prices (``billing.clusters``): their effective cost
   reprices OpenCost's rows of that cluster (``tenantcost.reprice``), so the same spend is never
-  counted twice (DOMAIN.md §7);
+  counted twice, once as OpenCost's node cost and again as the bill's instance line
+  (docs/rules.md, "Billing and billed lines");
 * every other line is classified by a version's ``billed:`` entries, first match wins like
   ``workloads:``: a shared pool split by a key over the usage of its ``services``, a direct
   cost of the client a tag names, residual, an exclusion with its reason, or ``outside`` the

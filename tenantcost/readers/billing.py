@@ -1,6 +1,6 @@
 """Billing data (FOCUS 1.0–1.3, AWS CUR 2.0) as one canonical DuckDB view: what was invoiced.
 
-The contract with the allocation core (DESIGN21 "the canonical billing view"):
+The contract with the allocation core (the canonical billing view, docs/billing-data.md):
 ``open_billing(paths, con, currency=...)`` returns a :class:`BillingData` naming a TEMP VIEW on
 ``con`` with the FOCUS columns the core needs, whatever the source: FOCUS columns renamed
 between versions are mapped (``focus_columns``), CUR 2.0 columns are derived into FOCUS ones

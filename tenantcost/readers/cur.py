@@ -61,7 +61,7 @@ TAG_SPELLINGS = {
     "aws:eks:workload-type": ("aws:eks:workload-type", "aws_eks_workload_type"),
     "aws:eks:node": ("aws:eks:node", "aws_eks_node"),
 }
-"""The EKS split tags as the issue spells them, and as a normalised export key."""
+"""The EKS split tags as AWS spells them, and as a normalised export key (docs/billing-data.md)."""
 
 Lookup = Callable[[str], str | None]
 """A CUR column name -> the quoted reference to it in the source, or None when absent."""
@@ -195,7 +195,7 @@ def split_flag(col: Lookup) -> str:
 
 
 def split_columns(col: Lookup, cells: dict[str, Cell]) -> dict[str, str]:
-    """The split view's columns of a split row (see DESIGN: ``split_view``)."""
+    """The split view's columns of a split row (``readers.billing.SPLIT_COLUMNS``)."""
     parent = text_value(col("split_line_item_parent_resource_id"))
     node = tag_value(col, "aws:eks:node")
     return {

@@ -1,7 +1,8 @@
 """Change notices: when a client's figure moved because the rule moved, say so, with figures.
 
-DOMAIN.md: when the rule changes, history keeps the old figures and the report says that the
-denominator changed, otherwise a client's cost seems to fall when only the rule moved. Two
+When the rule changes, history keeps the old figures and the report says that the
+denominator changed (docs/report.md, "A client's sheet"), otherwise a client's cost seems to
+fall when only the rule moved. Two
 cases are detected:
 
 * the period spans two rule versions: the figure is a mix; we show the part charged under each

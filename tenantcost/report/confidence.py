@@ -1,7 +1,7 @@
 """How far a client's figure can be trusted: three measured figures and a grade.
 
-DOMAIN.md asks that a per-client figure come with a confidence level. A level without its
-figures is an opinion, so each criterion keeps the number it was graded on:
+A per-client figure comes with a confidence level (docs/report.md, "Confidence"). A level
+without its figures is an opinion, so each criterion keeps the number it was graded on:
 
 * **key spread**: the client's amount under each alternative key (every usage column, and
   ``even`` when the rule file says so) against its amount under the rule,

@@ -94,7 +94,7 @@ async def _on_denied(request: Request, exc: Exception) -> Response:
 
 
 def _install_pages(app: FastAPI, settings: ServiceSettings) -> None:
-    """The HTML pages, when the module exists (it is another part of the service)."""
+    """The HTML pages, when :mod:`tenantcost.service.pages` exists (the API runs without it)."""
     try:
         from tenantcost.service import pages
     except ModuleNotFoundError as exc:

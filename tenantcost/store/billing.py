@@ -42,14 +42,14 @@ COLUMNS: tuple[str, ...] = (
     "ChargePeriodStart", "ChargePeriodEnd", "BilledCost", "EffectiveCost", "BillingCurrency",
     "Tags",
 )  # fmt: skip
-"""The canonical billing view's columns (DESIGN21), as stored."""
+"""The canonical billing view's columns (:mod:`tenantcost.readers.billing`), as stored."""
 SPLIT_KIND = "billing_split"
 """The data directory folder of a billing batch's CUR 2.0 EKS split rows."""
 SPLIT_COLUMNS: tuple[str, ...] = (
     "x_file", "x_row", "ChargePeriodStart", "ChargePeriodEnd", "ParentResourceId", "Cluster",
     "Namespace", "WorkloadName", "WorkloadType", "Node", "Pod", "SplitCost", "UnusedCost", "Tags",
 )  # fmt: skip
-"""The reader's ``split_view`` columns (DESIGN21)."""
+"""The reader's ``split_view`` columns (``SPLIT_COLUMNS`` of :mod:`tenantcost.readers.billing`)."""
 SPLIT_CELL = ("x_billing_period_start", "x_billing_account_id")
 """The billing cell a stored split row belongs to (replaced with it)."""
 LIVE_COLUMNS = ["uid", "batch_id", "created_at", "window_start", "window_end", "key", "rows",

@@ -1,4 +1,4 @@
-"""``tenantcost watch`` on the store: the month-to-date answer of the issue's JSON contract.
+"""``tenantcost watch`` on the store: the month-to-date answer in docs/watch.md's JSON contract.
 
 The watch is what an account manager sees of an open month, so it must come from the same
 figures ``run`` would give, never a second formula: it allocates the store's costs and usage

@@ -4,10 +4,11 @@ Why not the unit-economics page's strip plot and scatter (:mod:`tenantcost.repor
 economics_page`): those draw one mark per client, which a phone cannot read at 10,000
 clients, and the page is a file, not a served page. These draw one bar per group (a handful),
 on a 360-unit-wide canvas drawn at its own size (never scaled up, only down to the frame), so
-at 390 px every text stays at :data:`FONT_SIZE` px (>= 11, the issue's floor). Each chart has a
-``<title>`` and ``<desc>``, both axes carry a title with the unit, and the figures are also
-in the page's tables. Input is the ``unit-economics --format json`` document's groups, so the
-bars show exactly the figures of the JSON.
+at 390 px every text stays at :data:`FONT_SIZE` px (chart text must never read below 11 px on
+a phone: docs/service.md, "Every page and sheet fits 390 px"). Each chart has a ``<title>``
+and ``<desc>``, both axes carry a title with the unit, and the figures are also in the page's
+tables. Input is the ``unit-economics --format json`` document's groups, so the bars show
+exactly the figures of the JSON.
 """
 
 from __future__ import annotations

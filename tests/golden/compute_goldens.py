@@ -8,8 +8,8 @@ the rules of the example rule files as written out by hand below, and computes e
 exact rational arithmetic (``fractions.Fraction``). The allocation engine is checked against the
 JSON files it writes:
 
-* ``tests/golden/saas-three-clients.json``  (examples/saas-three-clients, DOMAIN.md section 4)
-* ``tests/golden/idle-three-teams.json``    (examples/idle-three-teams, DOMAIN.md section 3)
+* ``tests/golden/saas-three-clients.json``  (examples/saas-three-clients, docs/method.md)
+* ``tests/golden/idle-three-teams.json``    (examples/idle-three-teams, its README)
 
 Conventions (the contract the engine must meet):
 
@@ -355,7 +355,7 @@ def saas_three_clients() -> dict[str, object]:
 # --------------------------------------------------------------------------- B: idle-three-teams
 
 TEAMS_DIR = EXAMPLES / "idle-three-teams"
-PUBLISHED = {  # DOMAIN.md section 3, USD per 730-hour month
+PUBLISHED = {  # examples/idle-three-teams/README.md, "Published", USD per 730-hour month
     "keep": {"team-a": "56.50", "idle": "69.42"},
     "even": {"team-a": "79.65", "team-b": "44.14"},
     "proportional": {"team-a": "96.36", "team-b": "35.77"},

@@ -1,4 +1,5 @@
-"""The bundled example inputs match DOMAIN.md, and the golden files are up to date.
+"""The bundled example inputs match the figures their READMEs give, and the golden files are
+up to date.
 
 These tests do not exercise tenantcost; they guard the inputs and the independent golden figures
 that the engine tests compare against (tests/golden/compute_goldens.py).
@@ -82,7 +83,7 @@ def test_saas_costs_match_domain() -> None:
 def test_saas_usage_shares_match_domain() -> None:
     with (EXAMPLES / "saas-three-clients" / "usage.csv").open(newline="") as fh:
         usage = list(csv.DictReader(fh))
-    expected = {  # DOMAIN.md section 4, percent, clients a / b / c
+    expected = {  # examples/saas-three-clients/README.md, percent, clients a / b / c
         ("api", "requests"): ("97.0", "2.5", "0.5"),
         ("api", "cpu_seconds"): ("88.4", "11.1", "0.5"),
         ("import-worker", "requests"): ("40.1", "55.7", "4.2"),
