@@ -40,6 +40,7 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 
+from tenantcost.duck import quote as _q  # view names come from code, never from users
 from tenantcost.errors import InputError
 from tenantcost.limits import MAX_MICROS_PER_ROW
 from tenantcost.readers.canonical import validate_costs
@@ -79,10 +80,6 @@ UNSPLIT_COLUMNS = [
     "lines",
 ]
 
-
-def _q(name: str) -> str:
-    """A view name as a quoted SQL identifier (view names come from code, never from users)."""
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _cluster_rows(split_view: str) -> str:

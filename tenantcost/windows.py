@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from tenantcost.duck import quote as _q
 from tenantcost.duck import timestamp_literal
 from tenantcost.errors import InputError, warn
 from tenantcost.limits import MEASURE_SCALE  # the split's unit: one definition of a row
@@ -404,10 +405,6 @@ def _check_usage_overlap(
         + "; the same hours would be counted twice: give each service's usage in one window "
         "length"
     )
-
-
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def uncovered_hours(

@@ -30,13 +30,13 @@ from typing import Literal
 import duckdb
 
 from tenantcost.config.billing import BILLING_MATCH_COLUMNS
+from tenantcost.duck import quote
 from tenantcost.errors import InputError
 from tenantcost.readers import cur, focus_columns
 from tenantcost.readers.billing_cells import (
     Cell,
     decimal_cell,
     literal,
-    quote,
     tags_cell,
     text_value,
     timestamp_cell,

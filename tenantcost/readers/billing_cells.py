@@ -34,10 +34,6 @@ _DECIMAL_TYPE = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
 _INTEGERS = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER"}
 
 
-def quote(name: str) -> str:
-    """A SQL identifier, quoted."""
-    return '"' + name.replace('"', '""') + '"'
-
 
 def literal(text: str) -> str:
     """A SQL string literal."""

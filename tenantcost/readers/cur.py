@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tenantcost.readers.billing_cells import Cell, decimal_cell, literal, quote, text_value
+from tenantcost.duck import quote
+from tenantcost.readers.billing_cells import Cell, decimal_cell, literal, text_value
 
 REQUIRED: tuple[str, ...] = (
     "bill_billing_period_end_date", "bill_billing_period_start_date", "bill_payer_account_id",

@@ -20,8 +20,6 @@ per row in Python), the same canonical view ``allocate --billing`` gets from the
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import duckdb
@@ -31,7 +29,9 @@ from sqlalchemy import Connection, Engine, func, select
 from tenantcost.billing import BillingRun, prepare_billing
 from tenantcost.config.billing import BILLING_MATCH_COLUMNS
 from tenantcost.config.rules import RuleSet
+from tenantcost.duck import quote
 from tenantcost.errors import InputError
+from tenantcost.store.connection import connected
 from tenantcost.store.data import Store
 from tenantcost.store.models import Batch, BatchCell, BatchFile, BillingCell, table
 from tenantcost.windows import Period
@@ -69,19 +69,6 @@ class StoredBilling:
     rows: int
 
 
-def quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-@contextmanager
-def _connected(bind: Connection | Engine) -> Iterator[Connection]:
-    if isinstance(bind, Connection):
-        yield bind
-        return
-    with bind.connect() as connection:
-        yield connection
-
-
 def live_cells(bind: Connection | Engine, period: Period) -> pd.DataFrame:
     """The billing cells overlapping ``period``, each with the batch whose rows count (the
     latest committed billing batch holding it) and its ``billing_cell`` figures
@@ -105,7 +92,7 @@ def live_cells(bind: Connection | Engine, period: Period) -> pd.DataFrame:
               & (latest.c.key == bc.billing_account_id))
         .order_by(bc.billing_period_start, bc.billing_account_id)
     )  # fmt: skip
-    with _connected(bind) as connection:
+    with connected(bind) as connection:
         rows = connection.execute(query).all()
     frame = pd.DataFrame([tuple(r) for r in rows], columns=LIVE_COLUMNS)
     for column in ("created_at", "window_start", "window_end", "charge_end"):

@@ -13,8 +13,6 @@ the file are the same.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from sqlalchemy import Connection, Engine, Select, func, insert, select
 
 from tenantcost.catalog import CATALOG_COLUMNS, Catalog, read_catalog
 from tenantcost.errors import InputError
+from tenantcost.store.connection import connected
 from tenantcost.store.models import CatalogClient, CatalogLoad, RuleFile, table, utcnow
 
 _STORED = ["client", "name", "plan", "segment", "account_manager", "monthly_revenue",
@@ -92,7 +91,7 @@ def stored_catalog(bind: Engine | Connection) -> Catalog:
     load = table(CatalogLoad).c
     clients = table(CatalogClient)
     client = clients.c
-    with _connected(bind) as connection:
+    with connected(bind) as connection:
         latest = _latest(connection)
         if latest is None:
             raise InputError(
@@ -130,15 +129,5 @@ def names_of(bind: Engine | Connection, clients: list[str]) -> dict[str, str]:
         return {}
     names = catalog_names().subquery()
     query = select(names.c.client, names.c.name).where(names.c.client.in_(clients))
-    with _connected(bind) as connection:
+    with connected(bind) as connection:
         return {str(c): str(n) for c, n in connection.execute(query).all()}
-
-
-@contextmanager
-def _connected(bind: Engine | Connection) -> Iterator[Connection]:
-    """The caller's connection as it is, or a connection of the engine (closed after)."""
-    if isinstance(bind, Connection):
-        yield bind
-        return
-    with bind.connect() as connection:
-        yield connection
