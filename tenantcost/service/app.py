@@ -50,7 +50,8 @@ def create_app(settings: ServiceSettings) -> FastAPI:
         from tenantcost.service import prerender
         from tenantcost.service.warm import warm_up
 
-        warm_up(engine)  # before the first request: redaction compiled, templates loaded
+        # before the first request: redaction, templates, the months' displayed figures
+        warm_up(engine, getattr(_app.state, "page_env", None), _app.state.store)
         watcher = prerender.start(engine)  # issued revisions' sheets, rendered once
         yield
         if watcher is not None:

@@ -23,6 +23,7 @@ import pandas as pd
 from sqlalchemy import Engine, Select, case, func, literal, select
 
 from tenantcost.service.memo import remembered
+from tenantcost.store.connection import result_frame
 from tenantcost.store.models import (
     Batch,
     MonthEvent,
@@ -35,7 +36,7 @@ from tenantcost.store.models import (
     Statement,
     table,
 )
-from tenantcost.store.shown import client_amounts
+from tenantcost.store.shown import run_shown
 
 
 class FigureStatus(StrEnum):
@@ -75,7 +76,7 @@ class Scope:
 
 
 def _frame(result: Any) -> pd.DataFrame:
-    return pd.DataFrame(result.all(), columns=list(result.keys()))
+    return result_frame(result)
 
 
 def latest_runs() -> Select[Any]:
@@ -111,29 +112,63 @@ def _draft_runs() -> Select[Any]:
     )
 
 
-def figures(engine: Engine, scope: Scope, clients: list[str]) -> pd.DataFrame:
-    """Every month's figure of ``clients`` the scope may see (:data:`FIGURE_COLUMNS`), one row
-    per client and month, ordered by client and month; ``smallest`` fixes the decimals and
-    ``shown`` is the figure in display units as every page and sheet of the run shows it
+@dataclass(frozen=True)
+class FigureRow:
+    """One client's figure of one month, as the pages show it (:data:`FIGURE_COLUMNS`, then
+    ``smallest`` and ``shown``). Plain values, not a frame: a page reads a handful of rows,
+    and pandas costs milliseconds per step on so few."""
+
+    client: str
+    month: str
+    amount: int
+    currency: str
+    status: str
+    revision: int | None
+    run_id: str
+    reason: str | None
+    incomplete: bool
+    issued_at: Any
+    issued_by: str | None
+    rule_ids: str | None
+    difference: int | None
+    previous_amount: int | None
+    client_reason: str | None
+    smallest: int | None = None
+    """The run's smallest non-zero client amount: what fixes the decimals its sheets show."""
+    shown: int | None = None
+    """The figure in display units as every page and sheet of the run shows it; ``None``: a
+    client not in its run's displayed figures (shown from ``amount``)."""
+
+
+def figures(engine: Engine, scope: Scope, clients: list[str]) -> list[FigureRow]:
+    """Every month's figure of ``clients`` the scope may see, one row per client and month,
+    ordered by client and month; ``smallest`` fixes the decimals and ``shown`` is the figure
+    in display units as every page and sheet of the run shows it
     (:mod:`tenantcost.store.shown`)."""
     if scope.clients is not None:
         clients = [c for c in clients if c in scope.clients]
     if not clients:
-        return pd.DataFrame(columns=[*FIGURE_COLUMNS, "smallest", "shown"])
+        return []
     with engine.connect() as connection:
-        issued = _issued(connection, clients)
-        drafts = _drafts(connection, clients) if scope.drafts else None
-        if drafts is not None and not drafts.empty:
-            issued = issued[~issued["month"].isin(drafts["month"].unique())]
-            issued = pd.concat([issued, drafts], ignore_index=True) if not issued.empty else drafts
-            issued = issued.sort_values(["client", "month"], ignore_index=True)
-        run_ids = tuple(sorted(set(issued["run_id"].astype(str))))
+        rows = _issued(connection, clients)
+        if scope.drafts:
+            drafts = _drafts(connection, clients)
+            if drafts:
+                months = {d["month"] for d in drafts}
+                rows = [r for r in rows if r["month"] not in months] + drafts
+                rows.sort(key=lambda r: (r["client"], r["month"]))
+        run_ids = tuple(sorted({str(r["run_id"]) for r in rows}))
         smallest = remembered(engine, "smallest_amounts", run_ids,
                               lambda: smallest_amounts(connection, list(run_ids)))  # fmt: skip
-    frame = issued[FIGURE_COLUMNS]  # in (client, month) order
-    return frame.assign(
-        smallest=frame["run_id"].astype(str).map(smallest), shown=client_amounts(engine, frame)
-    )
+    shown = {run_id: run_shown(engine, run_id) for run_id in run_ids}  # a handful of runs
+    return [
+        FigureRow(
+            **{c: r[c] for c in FIGURE_COLUMNS},
+            smallest=smallest.get(str(r["run_id"])),
+            shown=shown[str(r["run_id"])].amount(str(r["client"])),
+        )
+        for r in rows
+    ]
 
 
 def smallest_amounts(connection: Any, run_ids: list[str]) -> dict[str, int]:
@@ -151,9 +186,9 @@ def smallest_amounts(connection: Any, run_ids: list[str]) -> dict[str, int]:
     return {str(run_id): int(amount) for run_id, amount in rows}
 
 
-def _issued(connection: Any, clients: list[str]) -> pd.DataFrame:
+def _issued(connection: Any, clients: list[str]) -> list[dict[str, Any]]:
     """Each client's latest issued revision of each month, with its status, in order: chosen,
-    labelled and ordered in SQL (pandas costs milliseconds per step on a page's few rows)."""
+    labelled and ordered in SQL."""
     s = table(Statement).c
     later = table(Statement).alias("later")
     newest = ~(
@@ -164,54 +199,51 @@ def _issued(connection: Any, clients: list[str]) -> pd.DataFrame:
     )  # fmt: skip
     status = case((s.revision > 1, FigureStatus.RESTATED.value),
                   else_=FigureStatus.ISSUED.value).label("status")  # fmt: skip
-    return _frame(
-        connection.execute(
-            select(
-                s.client,
-                s.month,
-                s.amount,
-                s.currency,
-                s.revision,
-                s.run_id,
-                s.reason,
-                s.incomplete,
-                s.issued_at,
-                s.issued_by,
-                s.rule_ids,
-                s.difference,
-                s.previous_amount,
-                s.client_reason,
-                status,
-            )
-            .where(s.client.in_(clients), newest)
-            .order_by(s.client, s.month)
-        )
-    )
+    query = select(
+        s.client,
+        s.month,
+        s.amount,
+        s.currency,
+        s.revision,
+        s.run_id,
+        s.reason,
+        s.incomplete,
+        s.issued_at,
+        s.issued_by,
+        s.rule_ids,
+        s.difference,
+        s.previous_amount,
+        s.client_reason,
+        status,
+    ).where(s.client.in_(clients), newest)
+    return [dict(r) for r in connection.execute(query.order_by(s.client, s.month)).mappings()]
 
 
-def _drafts(connection: Any, clients: list[str]) -> pd.DataFrame:
+DRAFT_FIELDS: dict[str, Any] = {
+    "status": FigureStatus.DRAFT.value,
+    "revision": None,
+    "reason": None,
+    "incomplete": False,
+    "issued_at": None,
+    "issued_by": None,
+    "difference": None,
+    "previous_amount": None,
+    "client_reason": None,
+}
+"""What a draft (a run not issued) has in place of a statement's fields."""
+
+
+def _drafts(connection: Any, clients: list[str]) -> list[dict[str, Any]]:
     rc, r = table(RunClient).c, table(Run).c
-    runs = _frame(connection.execute(_draft_runs()))  # a few months at most
-    if runs.empty:
-        return pd.DataFrame(columns=FIGURE_COLUMNS)
-    frame = _frame(
-        connection.execute(
-            select(rc.client, r.month, rc.amount, r.currency, rc.run_id, r.rule_ids)
-            .join(table(Run), r.id == rc.run_id)
-            .where(rc.run_id.in_(runs["run_id"].astype(str).tolist()), rc.client.in_(clients))
-        )
+    runs = [str(run_id) for _, run_id in connection.execute(_draft_runs()).all()]  # a few
+    if not runs:
+        return []
+    query = (
+        select(rc.client, r.month, rc.amount, r.currency, rc.run_id, r.rule_ids)
+        .join(table(Run), r.id == rc.run_id)
+        .where(rc.run_id.in_(runs), rc.client.in_(clients))
     )  # by run_client's primary key (run_id, client), not a scan of every run's clients
-    return frame.assign(
-        status=FigureStatus.DRAFT.value,
-        revision=None,
-        reason=None,
-        incomplete=False,
-        issued_at=None,
-        issued_by=None,
-        difference=None,
-        previous_amount=None,
-        client_reason=None,
-    )
+    return [dict(row) | DRAFT_FIELDS for row in connection.execute(query).mappings()]
 
 
 def rule_ids(value: str | None) -> list[str]:

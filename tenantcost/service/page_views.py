@@ -30,6 +30,7 @@ from tenantcost.report.display import (
 from tenantcost.report.invoice_view import InvoiceView, invoice_view
 from tenantcost.service import page_data
 from tenantcost.service.month_usage import UsageView, usage_view
+from tenantcost.service.page_data import FigureRow
 from tenantcost.service.urls import api_client_path, client_href
 from tenantcost.store import shown as shown_figures
 from tenantcost.store.data import Store
@@ -44,19 +45,17 @@ def _places(currency: str, smallest: Any) -> int:
     return auto_places(currency, [] if smallest is None or pd.isna(smallest) else [int(smallest)])
 
 
-def shown_amount(row: Any, places: int) -> str:
+def shown_amount(row: FigureRow, places: int) -> str:
     """A client's figure of a run as every page and sheet of the run shows it (the ``shown``
     of :func:`tenantcost.service.page_data.figures`: the run's one rounding)."""
-    shown = row["shown"] if isinstance(row, pd.Series | dict) else row.shown
-    if shown is None or pd.isna(shown):
-        amount = row["amount"] if isinstance(row, pd.Series | dict) else row.amount
-        return format_amount(int(amount), places)
-    return format_units(int(shown), places)
+    if row.shown is None:
+        return format_amount(int(row.amount), places)
+    return format_units(int(row.shown), places)
 
 
-def figure_places(row: pd.Series) -> int:
+def figure_places(row: FigureRow) -> int:
     """The decimals a month's figure row is shown at (its run's sheets')."""
-    return _places(str(row["currency"]), row["smallest"])
+    return _places(str(row.currency), row.smallest)
 
 
 def when(value: Any) -> str:
@@ -98,25 +97,24 @@ def search_view(
     per_page: int,
     total: int,
     ids: list[str],
-    figures: pd.DataFrame,
+    figures: list[FigureRow],
     names: dict[str, str] | None = None,
 ) -> SearchView:
     """The search page: each listed client's latest visible month, and its catalog name."""
     names = names or {}
-    latest = figures.drop_duplicates("client", keep="last").set_index("client").to_dict("index")
-    rows = []  # a dict per client: a frame's .loc per row costs a millisecond each
+    latest = {f.client: f for f in figures}  # in (client, month) order: the last month wins
+    rows = []
     for client in ids:  # one page (at most 500 rows): display only, the query did the work
         if client in latest:
             f = latest[client]
-            places = _places(str(f["currency"]), f["smallest"])
             rows.append(
                 SearchRow(
                     client,
                     client_href(client),
-                    str(f["month"]),
-                    shown_amount(f, places),
-                    str(f["currency"]),
-                    str(f["status"]),
+                    f.month,
+                    shown_amount(f, figure_places(f)),
+                    f.currency,
+                    f.status,
                     names.get(client),
                 )
             )
@@ -204,17 +202,9 @@ class ClientView:
     """The catalog's name of the client (None: not in the catalog, or unnamed)."""
 
 
-def _int_or_none(value: Any) -> int | None:
-    return (
-        None
-        if value is None or (isinstance(value, float) and math.isnan(value)) or pd.isna(value)
-        else int(value)
-    )
-
-
 def client_view(
     client: str,
-    rows: pd.DataFrame,
+    rows: list[FigureRow],
     month: str | None,
     drafts: bool,
     name: str | None = None,
@@ -223,26 +213,26 @@ def client_view(
     """The client page for ``month`` (default: the latest month with a figure or a watch).
     ``watched``: months whose latest watch run has the client; such a month
     without a figure the viewer may see has no figure, notices or sheet: only its watch."""
-    months = sorted(set(rows["month"].tolist()) | set(watched))
+    months = sorted({r.month for r in rows} | set(watched))
     chosen = month or months[-1]
     figure, notices = None, []
-    if chosen in set(rows["month"]):
-        row = rows[rows["month"] == chosen].iloc[0]
-        places = _places(str(row["currency"]), row["smallest"])
-        figure, notices = _figure(row, places), _notices(rows, chosen, places)
+    at = next((i for i, r in enumerate(rows) if r.month == chosen), None)
+    if at is not None:
+        places = figure_places(rows[at])
+        figure, notices = _figure(rows[at], places), _notices(rows, at, places)
     base = api_client_path(client, "months", chosen, "sheet")
     sheet = SheetLinks(f"{base}.html", f"{base}.pdf", f"{base}.md")
     history = [
         HistoryRow(
-            str(r.month),
-            client_href(client, str(r.month)),
-            shown_amount(r, _places(str(r.currency), r.smallest)),
-            str(r.currency),
-            str(r.status),
-            _int_or_none(r.revision),
-            r.reason if isinstance(r.reason, str) else None,
+            r.month,
+            client_href(client, r.month),
+            shown_amount(r, figure_places(r)),
+            r.currency,
+            r.status,
+            r.revision,
+            r.reason,
         )
-        for r in rows.itertuples()
+        for r in rows
     ]
     return ClientView(
         client,
@@ -259,72 +249,71 @@ def client_view(
     )
 
 
-def _figure(row: pd.Series, places: int) -> Figure:
+def _figure(row: FigureRow, places: int) -> Figure:
     return Figure(
         amount=shown_amount(row, places),
-        currency=str(row["currency"]),
-        status=str(row["status"]),
-        revision=_int_or_none(row["revision"]),
-        run_id=str(row["run_id"]),
-        reason=row["reason"] if isinstance(row["reason"], str) else None,
-        incomplete=bool(row["incomplete"]),
-        issued_at=when(row["issued_at"]),
-        issued_by=str(row["issued_by"] or ""),
-        rule_ids=page_data.rule_ids(row["rule_ids"]),
+        currency=row.currency,
+        status=row.status,
+        revision=row.revision,
+        run_id=row.run_id,
+        reason=row.reason,
+        incomplete=bool(row.incomplete),
+        issued_at=when(row.issued_at),
+        issued_by=str(row.issued_by or ""),
+        rule_ids=page_data.rule_ids(row.rule_ids),
         issued_note="the month is open",
-        clients_read=row["client_reason"] if isinstance(row["client_reason"], str) else None,
+        clients_read=row.client_reason,
     )
 
 
-def _notices(rows: pd.DataFrame, month: str, places: int) -> list[Notice]:
-    """What changed since last month, and, for a restated month, since the last revision."""
+def _notices(rows: list[FigureRow], at: int, places: int) -> list[Notice]:
+    """What changed since last month, and, for a restated month, since the last revision
+    (``rows[at]``: the month shown; the rows are in month order)."""
     out = []
-    at = rows.index[rows["month"] == month][0]
-    row = rows.loc[at]
-    currency = str(row["currency"])
-    position = rows.index.get_loc(at)
-    if isinstance(position, int) and position > 0:
-        before = rows.iloc[position - 1]
-        now, then = int(row["amount"]), int(before["amount"])
-        then_text = shown_amount(before, _places(str(before["currency"]), before["smallest"]))
+    row = rows[at]
+    month, currency = row.month, row.currency
+    if at > 0:
+        before = rows[at - 1]
+        now, then = int(row.amount), int(before.amount)
+        then_text = shown_amount(before, figure_places(before))
         change = now - then
         direction = "up" if change > 0 else "down" if change < 0 else "unchanged"
         share = f" ({format_share(change / then)})" if then and change else ""
         out.append(
             Notice(
-                f"Since {before['month']}",
+                f"Since {before.month}",
                 f"{shown_amount(row, places)} {currency} in {month}, {direction}"
                 + (f" by {format_amount(abs(change), places)} {currency}{share}" if change else "")
-                + f" from {then_text} {currency} in {before['month']}. "
+                + f" from {then_text} {currency} in {before.month}. "
                 "The sheet's lines show where the change comes from (its change notices name "
                 "rule changes).",
             )
         )
-    revision = _int_or_none(row["revision"])
+    revision = row.revision
     if revision is not None and revision > 1:
-        difference = _int_or_none(row["difference"]) or 0
+        difference = row.difference or 0
         sign = "+" if difference > 0 else "-" if difference < 0 else "±"
         out.append(
             Notice(
                 f"Restated: revision {revision}",
                 f"Revision {revision} replaces revision {revision - 1} of {month}: "
                 f"{sign}{format_amount(abs(difference), places)} {currency}. "
-                f"Reason: {row['reason'] or 'not given'}.",
+                f"Reason: {row.reason or 'not given'}.",
             )
         )
     return out
 
 
-def _history_chart(client: str, rows: pd.DataFrame) -> Markup:
+def _history_chart(client: str, rows: list[FigureRow]) -> Markup:
     unit = 10**MINOR_UNIT_EXPONENT
     bars = [
         Bar(
             f"{r.month}{' (draft)' if r.status == 'draft' else ''}",
             int(r.amount) / unit,
-            f"{shown_amount(r, _places(str(r.currency), r.smallest))} {r.currency}",
+            f"{shown_amount(r, figure_places(r))} {r.currency}",
             r.status == "draft",
         )
-        for r in rows.itertuples()
+        for r in rows
     ]
     svg = bar_chart(
         "history-chart",
@@ -460,7 +449,19 @@ def month_view(
     engine: Engine, month: str, page: int, store: Store | None = None, usage_page: int = 1
 ) -> MonthView:
     """The finance month page: state, events, the issued (closed) or latest (draft) run, and
-    the usage totals (:mod:`tenantcost.service.month_usage`)."""
+    the usage totals (:mod:`tenantcost.service.month_usage`). Everything it shows is the
+    store's and changes only with its generation, so it is built once per generation, month
+    and page, and kept (:mod:`tenantcost.service.memo`: do not mutate)."""
+    from tenantcost.service.memo import remembered
+
+    data = None if store is None else str(store.data.root)
+    return remembered(engine, "month_view", (month, page, usage_page, data),
+                      lambda: _month_view(engine, month, page, store, usage_page))  # fmt: skip
+
+
+def _month_view(
+    engine: Engine, month: str, page: int, store: Store | None, usage_page: int
+) -> MonthView:
     from tenantcost.service.memo import month_status
     from tenantcost.store.cycle import latest_issued
 

@@ -316,13 +316,12 @@ def client_page(
     scope = _scope(access.principal)
     rows = page_data.figures(engine, scope, [access.client])
     watched = tuple(watched_months(engine, access.client))  # the one view of an open month
-    known = set(rows["month"]) | set(watched)
+    known = {r.month for r in rows} | set(watched)
     if not known or (month is not None and month not in known):
         raise not_found()
     from tenantcost.store.catalog import names_of
 
-    if not rows.empty:
-        rows = rows.assign(**_shown_text(engine, access.principal, access.client, rows))
+    rows = _shown_text(engine, access.principal, access.client, rows)
     name = names_of(engine, [access.client]).get(access.client)  # the client's own name only
     view = page_views.client_view(access.client, rows, month, scope.drafts, name, watched)
     bridge = _bridge(request, access, rows, view.month) if view.figure else None
@@ -331,52 +330,53 @@ def client_page(
                   watch=watch)  # fmt: skip
 
 
-def _bridge(request: Request, access: ClientAccess, rows: Any, month: str) -> Any:
+def _bridge(
+    request: Request, access: ClientAccess, rows: list[page_data.FigureRow], month: str
+) -> Any:
     """The month's bridge against the previous month's latest issued revision, at the
     decimals of the page's figure (:mod:`tenantcost.service.bridge_view`)."""
     from tenantcost.service.bridge_view import bridge_view
     from tenantcost.service.page_views import figure_places
 
-    row = rows[rows["month"] == month].iloc[0]
+    row = next(r for r in rows if r.month == month)
     store = request.app.state.store
     data = store.data if store is not None else None
-    places = figure_places(row)
     engine = request.app.state.engine
-    return bridge_view(engine, access.principal, access.client, month, str(row["run_id"]),
-                       places, data)  # fmt: skip
+    return bridge_view(engine, access.principal, access.client, month, row.run_id,
+                       figure_places(row), data)  # fmt: skip
 
 
-def _shown_text(engine: Any, principal: Principal, client: str, rows: Any) -> dict[str, list[Any]]:
-    """The free text of each month as ``principal`` may read it (the API's
+def _shown_text(
+    engine: Any, principal: Principal, client: str, rows: list[page_data.FigureRow]
+) -> list[page_data.FigureRow]:
+    """Each month with its free text as ``principal`` may read it (the API's
     :func:`figures.shown_fields`: ``reason``, ``issued_by``, ``rule_ids``), and
     ``client_reason``: for finance and admin, what the client reads of a restatement."""
     import json
+    from dataclasses import replace
 
     from tenantcost.report.privacy import RESTATED_NOTE
 
+    if not rows:
+        return rows
     redact = figures.reader_text(engine, principal, client)
-    shown = [
-        figures.shown_fields(
-            redact,
-            principal,
-            r if isinstance(r, str) else None,
-            c,
-            b if isinstance(b, str) else None,
-            page_data.rule_ids(ids),
-        )
-        for r, c, b, ids in zip(
-            rows["reason"], rows["client_reason"], rows["issued_by"], rows["rule_ids"], strict=True
-        )
-    ]  # one client's months: a handful
-    return {
-        "reason": [d["reason"] for d in shown],
-        "issued_by": [d["issued_by"] for d in shown],
-        "rule_ids": [json.dumps(d["rule_ids"]) for d in shown],
-        "client_reason": [
+    out = []
+    for row in rows:  # one client's months: a handful
+        d = figures.shown_fields(redact, principal, row.reason, row.client_reason,
+                                 row.issued_by, page_data.rule_ids(row.rule_ids))  # fmt: skip
+        client_reason = (
             (d["client_reason"] or RESTATED_NOTE) if "client_reason" in d and d["reason"] else None
-            for d in shown
-        ],
-    }
+        )
+        out.append(
+            replace(
+                row,
+                reason=d["reason"],
+                issued_by=d["issued_by"],
+                rule_ids=json.dumps(d["rule_ids"]),
+                client_reason=client_reason,
+            )
+        )
+    return out
 
 
 @router.get("/months", response_class=HTMLResponse)

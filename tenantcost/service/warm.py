@@ -7,19 +7,35 @@ its startup, before uvicorn gives it a request, so the first read of a month cos
 others do. The month's pack is not loaded here: issued sheets are read from the store
 (:mod:`tenantcost.service.prerender`). A store that cannot be read yet (empty, unreachable)
 only makes this a no-op: the requests then answer as they would have.
+
+It also prepares what the first page of a month would compute: the displayed figures of each
+month's latest issued revision (:mod:`tenantcost.store.shown`, which rounds every client of
+the run: a client page shows its whole history, so it needs each of them), and the latest
+month's finance page (cascade, key table, usage totals), whose first read took a second at
+10,000 clients. Past :data:`WARM_MONTHS` months, an older month's first read pays its own.
 """
 
 from __future__ import annotations
 
 import logging
 
-from sqlalchemy import Engine
+import jinja2
+from sqlalchemy import Engine, func, select
+
+from tenantcost.store.data import Store
 
 log = logging.getLogger("tenantcost.warm")
+WARM_MONTHS = 24
+"""Months whose issued figures a worker prepares (the latest ones): two years of history."""
+PAGES = ("client.html", "clients.html", "months.html", "month.html", "pricing.html",
+         "login.html", "error.html")  # fmt: skip
 
 
-def warm_up(engine: Engine) -> None:
-    """Compile the store's redaction and load the sheet templates (errors are logged)."""
+def warm_up(
+    engine: Engine, pages: jinja2.Environment | None = None, store: Store | None = None
+) -> None:
+    """Compile the store's redaction, load the sheet and page templates, and prepare the
+    months' displayed figures and the latest month's page (errors are logged)."""
     try:
         from tenantcost.service.redaction import store_redaction
         from tenantcost.service.sheets import _environment, render_version
@@ -28,8 +44,33 @@ def warm_up(engine: Engine) -> None:
         for kind in ("html", "md"):
             _environment(kind).get_template(f"client_sheet.{kind}")
         render_version()
+        if pages is not None:
+            for name in PAGES:
+                pages.get_template(f"service/{name}")
+        _months(engine, store)
     except Exception:  # the first request will do it (or answer the error) instead
         log.exception("warming the worker up failed")
+
+
+def _months(engine: Engine, store: Store | None) -> None:
+    from tenantcost.service.page_views import month_view
+    from tenantcost.store.models import MonthEvent, Run, table
+    from tenantcost.store.shown import run_shown
+
+    e, r = table(MonthEvent).c, table(Run).c
+    issued = (
+        select(e.month, e.run_id)
+        .where(e.action == "close", e.run_id.is_not(None))
+        .order_by(e.month.desc(), e.revision.desc())
+    )
+    with engine.connect() as connection:
+        closes = connection.execute(issued).all()
+        latest = connection.execute(select(func.max(r.month))).scalar()
+    runs = list(dict((str(m), str(run)) for m, run in reversed(closes)).items())  # latest each
+    for _, run_id in sorted(runs, reverse=True)[:WARM_MONTHS]:
+        run_shown(engine, run_id)
+    if latest is not None:
+        month_view(engine, str(latest), 1, store, 1)
 
 
 __all__ = ["warm_up"]

@@ -26,7 +26,7 @@ from sqlalchemy import Connection, Engine, func, insert, select
 
 from tenantcost.budget import read_budgets
 from tenantcost.store.catalog import store_currency
-from tenantcost.store.connection import connected
+from tenantcost.store.connection import connected, result_frame
 from tenantcost.store.models import (
     BudgetClient,
     BudgetVersion,
@@ -122,7 +122,7 @@ def month_budgets(bind: Engine | Connection, month: str) -> pd.DataFrame:
         .order_by(c.client)
     )
     with connected(bind) as connection:
-        frame = pd.DataFrame(connection.execute(query).all(), columns=list(BAND_COLUMNS))
+        frame = result_frame(connection.execute(query), BAND_COLUMNS)
     return frame.astype({"client": "str", "low": "int64", "expected": "int64", "high": "int64",
                          "version": "int64"})  # fmt: skip
 
@@ -162,7 +162,7 @@ def issued_history(bind: Engine | Connection, months: list[str]) -> pd.DataFrame
         .order_by(s.client, s.month)
     )
     with connected(bind) as connection:
-        frame = pd.DataFrame(connection.execute(query).all(), columns=["client", "month", "amount"])
+        frame = result_frame(connection.execute(query), ["client", "month", "amount"])
     return frame.astype({"client": "str", "month": "str", "amount": "int64"})
 
 

@@ -43,7 +43,7 @@ from sqlalchemy import Connection, Engine, delete, insert, select
 
 from tenantcost import __version__
 from tenantcost.errors import InputError
-from tenantcost.store.connection import connected
+from tenantcost.store.connection import connected, result_frame
 from tenantcost.store.data import Store
 from tenantcost.store.lock import write_transaction
 from tenantcost.store.models import (
@@ -200,7 +200,7 @@ def statements(bind: Connection | Engine, month: str, revision: int | None = Non
             .where(s.month == month, s.revision == wanted)
             .order_by(s.client)
         )
-        frame = pd.DataFrame(result.all(), columns=columns)
+        frame = result_frame(result, columns)
     return frame.astype({"amount": "int64", "previous_amount": "Int64", "difference": "int64"})
 
 
@@ -208,7 +208,7 @@ def rules_in_force(connection: Connection, period: Period) -> list[str]:
     """The stored rule versions in force for some hour of ``period``, by effective date."""
     v = table(RuleVersion).c
     rows = connection.execute(select(v.rule_id, v.effective_from).order_by(v.effective_from))
-    versions = pd.DataFrame(rows.all(), columns=["rule_id", "effective_from"])
+    versions = result_frame(rows, ["rule_id", "effective_from"])
     if versions.empty:
         return []
     starts = pd.to_datetime(versions["effective_from"], utc=True)

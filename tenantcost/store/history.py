@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Connection, Engine, func, select
 
-from tenantcost.store.connection import connected
+from tenantcost.store.connection import connected, result_frame
 from tenantcost.store.models import Statement, table
 from tenantcost.timefmt import iso_z
 
@@ -89,7 +89,7 @@ def history(
     query = query.order_by(s.month, s.client, s.revision)
     with connected(bind) as connection:
         result = connection.execute(query)
-        frame = pd.DataFrame(result.all(), columns=list(result.keys()))
+        frame = result_frame(result)
     if frame.empty:
         return []
     frame["status"] = (frame["revision"] == frame["latest"]).map(

@@ -16,7 +16,7 @@ once they are there.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from threading import Lock
 
 import pandas as pd
@@ -25,6 +25,7 @@ from sqlalchemy import Connection, Engine, func, select
 from tenantcost.kinds import CascadeKind
 from tenantcost.report.display import auto_places
 from tenantcost.report.rounding import half_even, key_columns, largest_remainder
+from tenantcost.store.connection import result_frame
 from tenantcost.store.models import Run, RunClient, RunClientFigure, RunFigure, table
 
 KEY_FIGURE = "key:"
@@ -47,9 +48,19 @@ class RunShown:
     keyed: bool = False
     """Whether the run's key figures were stored (a close adds them, once): if so, nothing
     about the run changes any more."""
+    rule: dict[str, int] = field(init=False, repr=False, compare=False)
+    """The ``rule`` column as a dict: a page looks up a few clients, a frame's ``.at`` costs
+    microseconds each."""
+
+    def __post_init__(self) -> None:
+        rule = self.clients[RULE] if RULE in self.clients.columns else pd.Series(dtype="int64")
+        ids, amounts = rule.index.astype(str).tolist(), rule.astype("int64").tolist()
+        object.__setattr__(self, "rule", dict(zip(ids, amounts, strict=True)))
 
     def amount(self, client: str, key: str = RULE) -> int | None:
         """The client's displayed figure under ``key``; ``None``: not a client of the run."""
+        if key == RULE:
+            return self.rule.get(client)
         if client not in self.clients.index or key not in self.clients.columns:
             return None
         return int(self.clients.at[client, key])
@@ -72,19 +83,19 @@ def _key_rows(connection: Connection, run_id: str) -> int:
 def _amounts(connection: Connection, run_id: str, keyed: bool) -> pd.DataFrame:
     """Client x key exact amounts: the stored key figures, else the run's client totals."""
     rc, k = table(RunClient).c, table(RunClientFigure).c
-    rule = pd.DataFrame(
-        connection.execute(select(rc.client, rc.amount).where(rc.run_id == run_id)).all(),
-        columns=["client", RULE],
+    rule = result_frame(
+        connection.execute(select(rc.client, rc.amount).where(rc.run_id == run_id)),
+        ["client", RULE],
     ).set_index("client")
     if not keyed:
         return rule.astype("int64")
-    rows = pd.DataFrame(
+    rows = result_frame(
         connection.execute(
             select(k.client, k.figure, k.amount).where(
                 k.run_id == run_id, k.figure.like(f"{KEY_FIGURE}%")
             )
-        ).all(),
-        columns=["client", "figure", "amount"],
+        ),
+        ["client", "figure", "amount"],
     )
     wide = rows.assign(key=rows["figure"].str.removeprefix(KEY_FIGURE)).pivot_table(
         index="client", columns="key", values="amount", aggfunc="sum"
@@ -145,13 +156,3 @@ def run_shown(engine: Engine, run_id: str) -> RunShown:
         while len(_cache) > CACHED_RUNS:
             _cache.popitem(last=False)
     return shown
-
-
-def client_amounts(engine: Engine, runs: pd.DataFrame) -> pd.Series:
-    """The displayed rule figure of each ``client, run_id`` row of ``runs`` (its index kept;
-    ``<NA>`` for a client not in its run): one lookup per run, not per row."""
-    out = pd.Series(pd.NA, index=runs.index, dtype="Int64")
-    for run_id, rows in runs.groupby(runs["run_id"].astype(str)):  # a handful of runs
-        column = run_shown(engine, str(run_id)).clients[RULE]
-        out.loc[rows.index] = column.reindex(rows["client"].astype(str)).to_numpy()
-    return out
