@@ -437,8 +437,8 @@ def month_page(
 ) -> Response:
     """Finance: the month's cascade, waterfall, idle, clients under each key, close/reopen,
     run and batch provenance, usage totals per service and client. Product: the latest
-    issued revision's cascade, waterfall, idle and clients under each key only. Both (issue
-    25): the latest watch run's "Month to date, not issued" section, every client's
+    issued revision's cascade, waterfall, idle and clients under each key only. Both: the
+    latest watch run's "Month to date, not issued" section, every client's
     projection against its band (``watch_sort``, ``watch_page``) and the anomalies; of a
     month never issued, product reads that section alone."""
     principal = authorize(request, get_principal(request), Action.VIEW_ISSUED_MONTH)
