@@ -45,6 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pandas as pd
@@ -357,11 +358,23 @@ def rendering(db: str, wait: float, since: str | None = None) -> dict[str, objec
         "seconds": round((end - start).total_seconds(), 1) if start and end else None,
         "error": job.error if job else None,
         "formats": {
-            str(fmt): {"sheets": int(n),
-                       "seconds": round((last - start).total_seconds(), 1) if start else None}
-            for fmt, n, _first, last in per_format
+            str(fmt): {"sheets": int(n), "seconds": _since(start, first, last)}
+            for fmt, n, first, last in per_format
         },
     }  # fmt: skip
+
+
+def _since(start: datetime | None, first: Any, last: Any) -> float | str | None:
+    """Seconds from the claim to the format's last sheet; a format whose sheets were kept
+    before the claim (a ``--reuse`` store, a claim taken over from a stopped server) says so
+    instead of giving a negative time."""
+    if start is None or last is None:
+        return None
+    first, last = (v if isinstance(v, datetime) else datetime.fromisoformat(str(v))
+                   for v in (first, last))  # fmt: skip
+    if first.replace(tzinfo=None) < start.replace(tzinfo=None):
+        return "kept before this claim"
+    return round((last.replace(tzinfo=None) - start.replace(tzinfo=None)).total_seconds(), 1)
 
 
 def december(records: int, clients: list[str], offset_hours: int) -> pd.DataFrame:
