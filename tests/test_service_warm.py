@@ -82,3 +82,40 @@ def test_result_frame_is_the_frame_of_the_rows(tmp_path):
     pd.testing.assert_frame_equal(got, expected)
     assert list(named.columns) == ["r", "c", "a"] and named["a"].tolist() == got["amount"].tolist()
     assert empty.empty and list(empty.columns) == ["run_id", "client", "amount"]
+
+
+def test_a_months_usage_totals_are_kept_while_another_month_is_ingested(tmp_path):
+    """The month page's usage totals depend on that month's batches only: usage of December
+    arriving keeps November's (the same object), usage of November computes them again."""
+    from typer.testing import CliRunner
+
+    from tenantcost.cli import app
+    from tenantcost.service.month_usage import usage_view
+
+    store = _store(tmp_path, close=False)
+    cli = ["--db", str(store.engine.url), "--data", store.data.root]
+
+    def ingest(day: str, requests: int) -> None:
+        usage = tmp_path / f"usage-{day}.csv"
+        header = "window_start,window_end,service,client,requests,cpu_seconds\n"
+        usage.write_text(f"{header}{day}T05:00:00Z,{day}T06:00:00Z,api,client-a,{requests},0.5\n")
+        done = CliRunner().invoke(app, ["ingest", "usage", "--usage", str(usage), *cli])
+        assert done.exit_code == 0, done.output
+
+    def computed() -> list[object]:  # November's totals as kept, one per computation
+        return [v for k, v in memo._kept.items() if k[1] == "usage_totals"
+                and k[2][0] == "2026-11"]  # fmt: skip
+
+    memo._kept.clear()
+    first = usage_view(store, "2026-11", 1, 1)
+    assert first is not None and first.rows and len(computed()) == 1
+    ingest("2026-12-01", 5)  # another month: a new store generation, the same totals
+    assert usage_view(store, "2026-11", 1, 1) == first and len(computed()) == 1
+    ingest("2026-11-02", 1000)  # this month: computed again, with the new requests
+    again = usage_view(store, "2026-11", 1, 1)
+    assert again is not None and again != first and len(computed()) == 2
+    column = again.metrics.index("requests")
+    before = {(r.service, r.client): r.values[column] for r in first.rows}
+    after = {(r.service, r.client): r.values[column] for r in again.rows}
+    changed = [k for k in after if after[k] != before.get(k)]
+    assert changed == [("api", "client-a")], (before, after)

@@ -28,11 +28,19 @@ _kept: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
 
 
 def remembered(
-    engine: Engine, name: str, args: tuple[Hashable, ...], compute: Callable[[], T]
+    engine: Engine,
+    name: str,
+    args: tuple[Hashable, ...],
+    compute: Callable[[], T],
+    version: Callable[[], Hashable] | None = None,
 ) -> T:
     """``compute()``, or what it gave for the same ``name`` and ``args`` in this store
-    generation (two requests at once may both compute it: the same value)."""
-    key = (id(engine), name, args, store_generation(engine))
+    generation (two requests at once may both compute it: the same value). ``version``: what
+    the value depends on, when that is narrower than the whole store's generation (one query
+    too), so writes elsewhere in the store keep it (a closed month's usage totals are kept
+    while the open month's usage streams in)."""
+    stamp = version() if version is not None else store_generation(engine)
+    key = (id(engine), name, args, stamp)
     with _lock:
         if key in _kept:
             _kept.move_to_end(key)

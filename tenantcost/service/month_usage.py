@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 
 from tenantcost.service.memo import remembered
 from tenantcost.store.data import Store
-from tenantcost.store.usage_totals import shown_client, usage_totals
+from tenantcost.store.usage_totals import shown_client, usage_totals, usage_version
 
 USAGE_ROWS_PER_PAGE = 100
 
@@ -48,7 +48,8 @@ def usage_view(store: Store | None, month: str, page: int, clients_page: int) ->
     per_page = USAGE_ROWS_PER_PAGE
     offset = (page - 1) * per_page
     totals = remembered(store.engine, "usage_totals", (month, per_page, offset),
-                        lambda: usage_totals(store, month, limit=per_page, offset=offset))
+                        lambda: usage_totals(store, month, limit=per_page, offset=offset),
+                        lambda: usage_version(store.engine, month))  # this month's batches
     document = totals.document()
     rows = [
         UsageRow(str(u["service"]), shown_client(str(u["client"])),

@@ -138,7 +138,7 @@ class StoredUsage(ParquetUsage):
         return self
 
 
-def _days(period: Period) -> tuple[str, str]:
+def days_of(period: Period) -> tuple[str, str]:
     """The first and last day (``YYYY-MM-DD``) whose files can hold windows of ``period``."""
     last_day = period.end - pd.Timedelta(microseconds=1)
     return f"{period.start:%Y-%m-%d}", f"{last_day:%Y-%m-%d}"
@@ -149,7 +149,7 @@ def _files(store: Store, kind: str, period: Period) -> pd.DataFrame:
     day's active usage compaction (a virtual batch whose id is the largest it folds, its uid
     the file's name) and the files of committed batches it does not fold
     (:mod:`tenantcost.store.compaction`), by batch id."""
-    first, last = _days(period)
+    first, last = days_of(period)
     with store.engine.connect() as connection:
         done = active(connection, first, last) if kind == "usage" else active_none()
         files = loose_files(connection, kind, first, last)
@@ -180,7 +180,7 @@ def _contested_cells(engine: Engine, kind: str, period: Period) -> pd.DataFrame:
     every cell of a batch after a day's compaction. The folded batches' cells are never
     walked."""
     c = table(BatchCell).c
-    first, last = _days(period)
+    first, last = days_of(period)
     with engine.connect() as connection:
         done = active(connection, first, last) if kind == "usage" else active_none()
         files = loose_files(connection, kind, first, last)
@@ -204,7 +204,7 @@ def _live_cells(engine: Engine, kind: str, period: Period) -> pd.DataFrame:
     among the batches no compaction folds (a folded ``replace`` batch's rows are in its day's
     compaction, whose id is at least its own, so it need not be named)."""
     c = table(BatchCell).c
-    first, last = _days(period)
+    first, last = days_of(period)
     with engine.connect() as connection:
         files = loose_files(connection, kind, first, last)
         ids = sorted({int(i) for i in files[files["replace"].astype(bool)]["batch_id"]})

@@ -22,12 +22,12 @@ from typing import Any
 
 import duckdb
 import pandas as pd
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 
 from tenantcost.split import quote
 from tenantcost.store.data import Store
-from tenantcost.store.models import Batch, BatchFile, table
-from tenantcost.store.stored import stored_usage
+from tenantcost.store.models import Batch, BatchFile, BatchWithdrawal, table
+from tenantcost.store.stored import days_of, stored_usage
 from tenantcost.windows import Period
 
 NO_CLIENT = "(no client)"
@@ -66,6 +66,24 @@ def usage_months(engine: Engine) -> list[str]:
     with engine.connect() as connection:
         days = pd.Series(connection.execute(query).scalars().all(), dtype="object")
     return sorted(days.str[:7].unique().tolist()) if not days.empty else []
+
+
+def usage_version(engine: Engine, month: str) -> tuple[int, int, int]:
+    """What ``month``'s usage totals depend on: the newest and the number of batch files on
+    the days that can hold its windows (batch ids are given at commit and only grow), and the
+    store's withdrawals. Committing a batch of another month changes none of it; compaction
+    folds files without changing what they add up to. Read by the ``(day, batch_id)`` index
+    alone, never by walking the batches."""
+    f = table(BatchFile).c
+    first, last = days_of(Period.month(month))
+    files = select(func.coalesce(func.max(f.batch_id), 0), func.count()).where(
+        f.day >= first, f.day <= last
+    )
+    withdrawn = select(func.count()).select_from(table(BatchWithdrawal))
+    with engine.connect() as connection:
+        newest, count = connection.execute(files).one()
+        withdrawals = connection.execute(withdrawn).scalar() or 0
+    return int(newest), int(count), int(withdrawals)
 
 
 def usage_totals(
