@@ -221,16 +221,20 @@ def test_served_month_page_shows_the_recorded_invoice(
     from tenantcost.store.models import Run, table
     from tenantcost.store.settings import resolve_settings
 
-    from .service_web_server import MONTH, served_example
+    from .service_web_server import MONTH, SECRET, Served, build_store, running_service
     from .test_service_pages import logged_in
 
     out, places = pack_dir
     invoice = json.loads((out / "reconciliation.json").read_text(encoding="utf-8"))["invoice"]
-    db = f"sqlite:///{tmp_path / 'store.db'}"
-    with served_example(db, tmp_path / "data", close=True) as served:
-        engine = open_engine(resolve_settings(db=served.db, data=served.data, environ={}))
-        with engine.begin() as conn:
-            conn.execute(update(table(Run)).values(invoice=json.dumps(invoice)))
-        page = logged_in(served, "finance").get(f"/months/{MONTH}").text
+    db, data = f"sqlite:///{tmp_path / 'store.db'}", str(tmp_path / "data")
+    tokens = build_store(db, data, close=True)
+    engine = open_engine(resolve_settings(db=db, data=data, environ={}))
+    with engine.begin() as conn:  # recorded with the run, before a worker reads the month
+        conn.execute(update(table(Run)).values(invoice=json.dumps(invoice)))
+    engine.dispose()
+    with running_service(db, data) as url:
+        page = logged_in(Served(url, db, data, SECRET, tokens), "finance").get(
+            f"/months/{MONTH}"
+        ).text
     assert "Invoice cascade" in page and "Repricing per cluster" in page
     assert f'id="invoice-billed-total">{format_amount(FIGURES.billed_total, places)}<' in page
