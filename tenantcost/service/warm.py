@@ -66,9 +66,11 @@ def _months(engine: Engine, store: Store | None) -> None:
     with engine.connect() as connection:
         closes = connection.execute(issued).all()
         latest = connection.execute(select(func.max(r.month))).scalar()
-    runs = list(dict((str(m), str(run)) for m, run in reversed(closes)).items())  # latest each
-    for _, run_id in sorted(runs, reverse=True)[:WARM_MONTHS]:
-        run_shown(engine, run_id)
+    issued_run: dict[str, str] = {}
+    for month, run_id in closes:  # each month's newest revision first: keep that one
+        issued_run.setdefault(str(month), str(run_id))
+    for month in sorted(issued_run, reverse=True)[:WARM_MONTHS]:
+        run_shown(engine, issued_run[month])
     if latest is not None:
         month_view(engine, str(latest), 1, store, 1)
 
