@@ -47,25 +47,6 @@ class FigureStatus(StrEnum):
     RESTATED = "restated"
 
 
-FIGURE_COLUMNS = [
-    "client",
-    "month",
-    "amount",
-    "currency",
-    "status",
-    "revision",
-    "run_id",
-    "reason",
-    "incomplete",
-    "issued_at",
-    "issued_by",
-    "rule_ids",
-    "difference",
-    "previous_amount",
-    "client_reason",
-]
-
-
 @dataclass(frozen=True)
 class Scope:
     """What a principal may read, as the queries need it (decided by permissions.py)."""
@@ -73,10 +54,6 @@ class Scope:
     clients: frozenset[str] | None
     """None: every client; else only these."""
     drafts: bool
-
-
-def _frame(result: Any) -> pd.DataFrame:
-    return result_frame(result)
 
 
 def latest_runs() -> Select[Any]:
@@ -114,9 +91,10 @@ def _draft_runs() -> Select[Any]:
 
 @dataclass(frozen=True)
 class FigureRow:
-    """One client's figure of one month, as the pages show it (:data:`FIGURE_COLUMNS`, then
-    ``smallest`` and ``shown``). Plain values, not a frame: a page reads a handful of rows,
-    and pandas costs milliseconds per step on so few."""
+    """One client's figure of one month, as the pages show it: a statement's fields (a
+    draft's in :data:`DRAFT_FIELDS`), then ``smallest`` and ``shown``. Plain values, not a
+    frame: a page reads a handful of rows, and pandas costs milliseconds per step on so
+    few."""
 
     client: str
     month: str
@@ -163,7 +141,7 @@ def figures(engine: Engine, scope: Scope, clients: list[str]) -> list[FigureRow]
     shown = {run_id: run_shown(engine, run_id) for run_id in run_ids}  # a handful of runs
     return [
         FigureRow(
-            **{c: r[c] for c in FIGURE_COLUMNS},
+            **r,  # the query's columns are the row's fields
             smallest=smallest.get(str(r["run_id"])),
             shown=shown[str(r["run_id"])].amount(str(r["client"])),
         )
@@ -258,7 +236,7 @@ def month_events(engine: Engine, month: str) -> pd.DataFrame:
         e.month == month
     )
     with engine.connect() as connection:
-        return _frame(connection.execute(query.order_by(e.id)))
+        return result_frame(connection.execute(query.order_by(e.id)))
 
 
 def issued_as(engine: Engine, run_id: str) -> int | None:
@@ -305,7 +283,7 @@ def _run_facts(engine: Engine, run_id: str) -> RunFacts:
     r, f, b, i = table(Run).c, table(RunFigure).c, table(Batch).c, table(RunInput).c
     with engine.connect() as connection:
         run = dict(connection.execute(select(table(Run)).where(r.id == run_id)).mappings().one())
-        figures = _frame(
+        figures = result_frame(
             connection.execute(
                 select(
                     f.section, f.position, f.name, f.kind, f.detail, f.amount, f.before_distribution
@@ -319,7 +297,7 @@ def _run_facts(engine: Engine, run_id: str) -> RunFacts:
         ).first()
         cost_total = report.cost_total if report is not None else None
         smallest = smallest_amounts(connection, [run_id]).get(run_id)
-        batches = _frame(
+        batches = result_frame(
             connection.execute(
                 select(b.id, b.kind, b.source, b.mode, b.rows, b.sha256, b.created_at, b.actor)
                 .join(table(RunInput), i.batch_id == b.id)
@@ -380,14 +358,14 @@ def _run_clients_page(
         count = int(
             connection.execute(select(func.count()).select_from(ids.subquery())).scalar() or 0
         )
-        rows = _frame(
+        rows = result_frame(
             connection.execute(
                 select(k.client, k.figure, k.amount).where(
                     k.run_id == run_id, keyed, k.client.in_(page_ids.scalar_subquery())
                 )
             )
         )
-        totals = _frame(
+        totals = result_frame(
             connection.execute(
                 select(k.figure, func.sum(k.amount).label("amount"))
                 .where(k.run_id == run_id, keyed)
@@ -395,14 +373,14 @@ def _run_clients_page(
             )
         )
         if rows.empty:
-            rows = _frame(
+            rows = result_frame(
                 connection.execute(
                     select(rc.client, literal_rule(), rc.amount).where(
                         rc.run_id == run_id, rc.client.in_(page_ids.scalar_subquery())
                     )
                 )
             )
-            totals = _frame(
+            totals = result_frame(
                 connection.execute(
                     select(literal_rule(), func.sum(rc.amount).label("amount")).where(
                         rc.run_id == run_id

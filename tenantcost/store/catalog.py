@@ -21,7 +21,7 @@ from sqlalchemy import Connection, Engine, Select, func, insert, select
 
 from tenantcost.catalog import CATALOG_COLUMNS, Catalog, read_catalog
 from tenantcost.errors import InputError
-from tenantcost.store.connection import connected
+from tenantcost.store.connection import connected, result_frame
 from tenantcost.store.models import CatalogClient, CatalogLoad, RuleFile, table, utcnow
 
 _STORED = ["client", "name", "plan", "segment", "account_manager", "monthly_revenue",
@@ -102,7 +102,7 @@ def stored_catalog(bind: Engine | Connection) -> Catalog:
         result = connection.execute(
             select(clients).where(client.load_id == latest[0]).order_by(client.client)
         )
-        frame = pd.DataFrame([tuple(r) for r in result], columns=list(result.keys()))
+        frame = result_frame(result)
     frame = frame.astype({c: "str" for c in _STORED if c not in ("monthly_revenue",
                                                                  "has_revenue")})  # fmt: skip
     frame["monthly_revenue"] = frame["monthly_revenue"].astype("int64")

@@ -37,6 +37,7 @@ from tenantcost.report.pack import PackFigures, pack_figures
 from tenantcost.result import AllocationResult
 from tenantcost.split import connect
 from tenantcost.store.billing import stored_billing_run
+from tenantcost.store.connection import result_frame
 from tenantcost.store.data import Store
 from tenantcost.store.models import (
     Run,
@@ -176,7 +177,7 @@ class StoredResult:
 def _frame(connection: Connection, model: type[StoreModel], run_id: str) -> pd.DataFrame:
     t = table(model)
     result = connection.execute(select(t).where(t.c.run_id == run_id))
-    return pd.DataFrame([tuple(r) for r in result], columns=list(result.keys()))
+    return result_frame(result)
 
 
 def _period_lines(lines: pd.DataFrame, period: Period) -> pd.DataFrame:
