@@ -20,6 +20,11 @@ What it does, against a real ``tenantcost serve`` (uvicorn, ``--workers``) on 12
    (both roles), the client search, the months and the month page; reports p50 / p95 / max
    latency and errors for each;
 4. restarts the server and times the first read of each kind in the fresh workers;
+With ``--months 12``: 12 closed months ending 2026-11 and the open 2026-12 (run, a draft),
+a catalog, no sheets (``--sheets`` to read them), and issue 36's reads per role: the client
+list (API with sort/filter/search, page, CSV), trends, movers (JSON, CSV), the client, month,
+pricing and months pages and ``unit-economics``, on the closed and the open month.
+
 5. posts usage for December (an open month) through ``POST /api/v1/usage`` (JSON, batches of
    ``--batch`` records) and ``POST /api/v1/usage.parquet``, and reports records per second.
 
@@ -52,6 +57,9 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 MONTH = "2026-11"
+"""The latest closed month (the only month with ``--months 1``)."""
+OPEN = "2026-12"
+"""With ``--months`` above 1: the open month, run (a draft) and not closed."""
 SECRET = "benchmark-secret-0123456789"
 
 
@@ -104,9 +112,13 @@ def prepare_store(args: argparse.Namespace) -> tuple[str, str, dict[str, str], l
 
 
 def build_store(args: argparse.Namespace, data_set: Path, db: str, data: str) -> None:
-    """The generated month, ingested, run and closed in a fresh store."""
-    if not (data_set / "meta.json").exists():
-        subprocess.run(
+    """The generated month (``--months N``: N closed months ending with MONTH, then OPEN run
+    and left open), ingested, run and closed in a fresh store, with a catalog."""
+    closed = months_before(MONTH, args.months)
+    sets = {month: data_set if month == MONTH else data_set.parent / f"data-set-{month}"
+            for month in closed + ([OPEN] if args.months > 1 else [])}  # fmt: skip
+    generators = [
+        subprocess.Popen(
             [
                 sys.executable,
                 str(ROOT / "benchmarks" / "generate.py"),
@@ -116,27 +128,73 @@ def build_store(args: argparse.Namespace, data_set: Path, db: str, data: str) ->
                 str(args.services),
                 "--hours",
                 str(args.hours),
+                "--start",
+                f"{month}-01T00:00:00Z",
                 "--layout",
                 "file",
                 "--out",
-                str(data_set),
+                str(folder),
             ],
-            check=True,
+            stdout=subprocess.DEVNULL,
         )
+        for month, folder in sets.items()
+        if not (folder / "meta.json").exists()
+    ]
+    if any(g.wait() != 0 for g in generators):
+        raise SystemExit("benchmarks/generate.py failed")
     store = ("--db", db, "--data", data)
-    timings = {}
-    for label, command in (
-        ("upgrade", ("db", "upgrade")),
-        ("rules", ("rules", "load", str(data_set / "rules.yaml"))),
-        ("ingest usage", ("ingest", "usage", "--usage", str(data_set / "usage.parquet"))),
-        ("ingest costs", ("ingest", "costs", "--costs", str(data_set / "costs.json"))),
-        ("run", ("run", "--month", MONTH)),
-        ("close", ("close", "--month", MONTH, "--allow-incomplete")),
-    ):
+    first = sets[closed[0]]
+    timings: dict[str, float] = {}
+
+    def timed(label: str, *command: str) -> None:
         t0 = time.perf_counter()
         tenantcost(*command, *store)
         timings[label] = round(time.perf_counter() - t0, 1)
         print(f"  {label}: {timings[label]} s", file=sys.stderr, flush=True)
+
+    timed("upgrade", "db", "upgrade")
+    timed("rules", "rules", "load", str(first / "rules.yaml"))
+    catalog = data_set.parent / "catalog.csv"
+    usage = pd.read_parquet(first / "usage.parquet", columns=["client"])
+    write_catalog(sorted(c for c in usage["client"].unique() if c), catalog)
+    timed("catalog", "catalog", "load", str(catalog))
+    for month, folder in sets.items():
+        timed(f"{month} ingest usage", "ingest", "usage", "--usage", str(folder / "usage.parquet"))
+        timed(f"{month} ingest costs", "ingest", "costs", "--costs", str(folder / "costs.json"))
+        timed(f"{month} run", "run", "--month", month)
+        if month != OPEN:
+            timed(f"{month} close", "close", "--month", month, "--allow-incomplete")
+
+
+def months_before(last: str, count: int) -> list[str]:
+    """``count`` calendar months ending with ``last``, oldest first."""
+    end = pd.Period(last, freq="M")
+    return [str(end - k) for k in range(count - 1, -1, -1)]
+
+
+PLANS = ("starter", "team", "business", "enterprise")
+SEGMENTS = ("smb", "mid-market", "enterprise")
+MANAGERS = tuple(f"Manager {k:02d}" for k in range(1, 21))
+
+
+def write_catalog(clients: list[str], path: Path) -> None:
+    """A catalog of every client: a name, one of 4 plans, 3 segments, 20 account managers and
+    a monthly revenue, drawn with a fixed seed (vectorised)."""
+    import numpy as np
+
+    draw = np.random.default_rng(11)
+    n = len(clients)
+    plan = draw.integers(0, len(PLANS), n)
+    frame = pd.DataFrame({
+        "client": clients,
+        "name": [f"Company {c}" for c in clients],
+        "plan": np.array(PLANS)[plan],
+        "segment": np.array(SEGMENTS)[draw.integers(0, len(SEGMENTS), n)],
+        "account_manager": np.array(MANAGERS)[draw.integers(0, len(MANAGERS), n)],
+        "monthly_revenue": (np.array([9.0, 49.0, 199.0, 799.0])[plan]).round(2),
+        "currency": "USD",
+    })  # fmt: skip
+    frame.to_csv(path, index=False)
 
 
 def create_tokens(db: str, clients: list[str]) -> dict[str, str]:
@@ -145,7 +203,7 @@ def create_tokens(db: str, clients: list[str]) -> dict[str, str]:
     tokens = {
         role: tenantcost("token", "create", "--role", role, "--name", f"bench-{role}-{tag}",
                          "--db", db).strip()
-        for role in ("finance", "ingest")
+        for role in ("finance", "ingest", "product")
     }  # fmt: skip
     mine = random.Random(1).sample(clients, min(20, len(clients)))
     am = ["token", "create", "--role", "account-manager", "--name", f"bench-am-{tag}", "--db", db]
@@ -160,6 +218,8 @@ def start_server(
     db: str, data: str, args: argparse.Namespace
 ) -> tuple[subprocess.Popen[bytes], str]:
     env = os.environ | {"TENANTCOST_SECRET": SECRET}
+    if not args.sheets:  # the store's sheets are left out: no background rendering
+        env |= {"TENANTCOST_PRERENDER": "0"}
     port = args.port
     log = (args.out / "serve.log").open("wb")
     process = subprocess.Popen(
@@ -239,7 +299,7 @@ def reads(
         return lambda s: s.get(f"{url}{path()}", headers=headers)
 
     sheet = f"/months/{MONTH}/sheet"
-    for client in own:  # the PDFs read below: kept already, or rendered now and kept
+    for client in own if args.sheets else []:  # the PDFs read below: kept, or rendered now
         httpx.get(f"{url}/api/v1/clients/{client}{sheet}.pdf", headers=manager, timeout=600)
     results = [
         hammer("API statement (finance)", n, c, statement(finance, clients)),
@@ -253,19 +313,15 @@ def reads(
                 f"{url}/api/v1/clients", params={"q": f"{pick.randrange(100):02d}"}, headers=finance
             ),
         ),
-        hammer(
-            "sheet.html (account manager)",
-            n,
-            c,
-            lambda s: s.get(
-                f"{url}/api/v1/clients/{pick.choice(own)}/months/{MONTH}/sheet.html",
-                headers=manager,
-            ),
-        ),
     ]
+    if args.sheets:
+        results += [
+            hammer("sheet.html (account manager)", n, c,
+                   get(lambda: f"/api/v1/clients/{pick.choice(own)}{sheet}.html", manager)),
+            hammer("sheet.pdf, kept (account manager)", n, c,
+                   get(lambda: f"/api/v1/clients/{pick.choice(own)}{sheet}.pdf", manager)),
+        ]  # fmt: skip
     results += [
-        hammer("sheet.pdf, kept (account manager)", n, c,
-               get(lambda: f"/api/v1/clients/{pick.choice(own)}{sheet}.pdf", manager)),
         hammer("API client (finance)", n, c,
                get(lambda: f"/api/v1/clients/{pick.choice(clients)}", finance)),
         hammer("API history (finance)", n, c,
@@ -285,7 +341,92 @@ def reads(
     return results
 
 
-def first_reads(url: str, tokens: dict[str, str], clients: list[str]) -> list[dict[str, object]]:
+def issue36_reads(
+    url: str, tokens: dict[str, str], clients: list[str], args: argparse.Namespace
+) -> list[Latencies]:
+    """The reads of issue 36 on the closed month (MONTH) and the open one (OPEN), each by the
+    roles that see it. The list's sort, filter and search parameters are read as well; a
+    build that does not know them answers 422 (or ignores them: then the items carry no
+    ``change``), which the read's name says."""
+    pick = random.Random(36)
+    finance = {"Authorization": f"Bearer {tokens['finance']}"}
+    manager = {"Authorization": f"Bearer {tokens['account-manager']}"}
+    product = {"Authorization": f"Bearer {tokens['product']}"}
+    own = json.loads(tokens["am-clients"])
+    n, c = args.requests, args.concurrency
+
+    def get(
+        path: Callable[[], str], headers: dict[str, str]
+    ) -> Callable[[httpx.Client], httpx.Response]:
+        return lambda s: s.get(f"{url}{path()}", headers=headers)
+
+    def listed(month: str) -> Callable[[], str]:
+        def path() -> str:
+            sort = pick.choice(("amount", "change", "change_pct", "name", "id"))
+            order = pick.choice(("asc", "desc"))
+            extra = pick.choice((f"&plan={pick.choice(PLANS)}", f"&segment={pick.choice(SEGMENTS)}",
+                                 f"&manager={pick.choice(MANAGERS).replace(' ', '+')}",
+                                 f"&q={pick.randrange(100):02d}", ""))  # fmt: skip
+            return f"/api/v1/clients?month={month}&sort={sort}&order={order}{extra}"
+
+        return path
+
+    probe = httpx.get(f"{url}{listed(MONTH)()}", headers=finance, timeout=60)
+    items = probe.json().get("items", []) if probe.status_code == 200 else []
+    params = ("" if probe.status_code == 200 and items and "change" in items[0]
+              else f" [sort/filter params: {probe.status_code}, not applied]")  # fmt: skip
+    months = [m for m in (MONTH, OPEN) if args.months > 1 or m == MONTH]
+    results: list[Latencies] = []
+    for month in months:
+        tag = "open" if month == OPEN else "closed"
+        # product reads issued months only: the open month's draft pricing is finance's
+        pricer, who = (finance, "finance") if month == OPEN else (product, "product")
+        results += [
+            hammer(f"API clients ?month ({tag}, finance)", n, c,
+                   get(lambda m=month: f"/api/v1/clients?month={m}", finance)),
+            hammer(f"API clients sort/filter/search ({tag}, finance){params}", n, c,
+                   get(listed(month), finance)),
+            hammer(f"API movers ({tag}, finance)", n, c,
+                   get(lambda m=month: f"/api/v1/months/{m}/movers", finance)),
+            hammer(f"API movers CSV ({tag}, finance)", n, c,
+                   get(lambda m=month: f"/api/v1/months/{m}/movers?format=csv", finance)),
+            hammer(f"month page ({tag}, finance)", n, c,
+                   get(lambda m=month: f"/months/{m}", finance)),
+            hammer(f"clients page ?month ({tag}, finance)", n, c,
+                   get(lambda m=month: f"/clients?month={m}", finance)),
+            hammer(f"pricing page ({tag}, {who})", n, c,
+                   get(lambda m=month: f"/pricing?month={m}", pricer)),
+            hammer(f"API unit-economics ({tag}, {who})", n, c,
+                   get(lambda m=month: f"/api/v1/months/{m}/unit-economics", pricer)),
+        ]  # fmt: skip
+    results += [
+        hammer("API clients ?month, CSV (closed, finance)", max(10, n // 10), c,
+               get(lambda: f"/api/v1/clients?month={MONTH}&format=csv", finance)),
+        hammer("API clients (account manager)", n, c,
+               get(lambda: f"/api/v1/clients?month={MONTH}", manager)),
+        hammer("API movers (closed, account manager)", n, c,
+               get(lambda: f"/api/v1/months/{MONTH}/movers", manager)),
+        hammer("clients page (account manager)", n, c, get(lambda: "/clients", manager)),
+        hammer("API trend (finance)", n, c,
+               get(lambda: f"/api/v1/clients/{pick.choice(clients)}/trend", finance)),
+        hammer("API trend (account manager)", n, c,
+               get(lambda: f"/api/v1/clients/{pick.choice(own)}/trend", manager)),
+        hammer("API unit-cost-trend (finance)", n, c,
+               get(lambda: f"/api/v1/clients/{pick.choice(clients)}/unit-cost-trend", finance)),
+        hammer("client page, 12-month trend (finance)", n, c,
+               get(lambda: f"/clients/{pick.choice(clients)}", finance)),
+        hammer("client page, 12-month trend (account manager)", n, c,
+               get(lambda: f"/clients/{pick.choice(own)}", manager)),
+        hammer("pricing page, default month (product)", n, c, get(lambda: "/pricing", product)),
+        hammer("months page (finance)", n, c, get(lambda: "/months", finance)),
+        hammer("months page (product)", n, c, get(lambda: "/months", product)),
+    ]  # fmt: skip
+    return results
+
+
+def first_reads(
+    url: str, tokens: dict[str, str], clients: list[str], sheets: bool
+) -> list[dict[str, object]]:
     """Right after the server (re)started: the first read of each kind, one at a time, each
     the first of the month in the worker that answers it (no pack loaded yet)."""
     finance = {"Authorization": f"Bearer {tokens['finance']}"}
@@ -305,6 +446,8 @@ def first_reads(url: str, tokens: dict[str, str], clients: list[str]) -> list[di
         ("month page (finance)", f"/months/{MONTH}", finance),
         ("API months (finance)", "/api/v1/months", finance),
     ]  # fmt: skip
+    if not sheets:
+        kinds = [k for k in kinds if not k[0].startswith("sheet")]
     rows = []
     for name, path, headers in kinds:  # one at a time: each is a first read
         t0 = time.perf_counter()
@@ -451,7 +594,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=10_000)
     parser.add_argument("--services", type=int, default=3)
-    parser.add_argument("--hours", type=int, default=24)
+    parser.add_argument("--hours", type=int, default=24, help="hours of data in each month")
+    parser.add_argument(
+        "--months", type=int, default=1,
+        help="closed months ending with 2026-11; above 1, also 2026-12 run and left open",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--db", help="store URL (default: a SQLite file in --out)")
     parser.add_argument("--workers", type=int, default=2)
@@ -472,26 +619,36 @@ def main(argv: list[str] | None = None) -> int:
         default=600.0,
         help="seconds to wait for the background rendering before reading",
     )
+    parser.add_argument(
+        "--sheets",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="render and read the sheets (default: with --months 1 only)",
+    )
     args = parser.parse_args(argv)
+    if args.sheets is None:
+        args.sheets = args.months == 1
     args.out.mkdir(parents=True, exist_ok=True)
     db, data, tokens, clients = prepare_store(args)
     process, url = start_server(db, data, args)
     try:
-        rendered = rendering(db, args.render_wait)
+        rendered = rendering(db, args.render_wait if args.sheets else 0)
         print(f"  background rendering: {json.dumps(rendered)}", file=sys.stderr, flush=True)
         load = os.getloadavg()
-        read_rows = [r.row() for r in reads(url, tokens, clients, args)]
+        done = reads(url, tokens, clients, args) + issue36_reads(url, tokens, clients, args)
+        read_rows = [r.row() for r in done]
         load = max(load, os.getloadavg())
         process.terminate()
         process.wait(timeout=30)
         process, url = start_server(db, data, args)  # fresh workers: nothing loaded
-        first_rows = first_reads(url, tokens, clients)
+        first_rows = first_reads(url, tokens, clients, args.sheets)
         ingest_rows = ingest(url, tokens, clients, args)
     finally:
         process.terminate()
         process.wait(timeout=30)
     rendered_after = rendering(db, 0, str(rendered["claimed_at"] or "") or None)
-    print(f"{len(clients)} clients, {args.workers} workers, {args.concurrency} concurrent; "
+    print(f"{len(clients)} clients x {args.months} months, {args.workers} workers, "
+          f"{args.concurrency} concurrent; "
           f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}\n")  # fmt: skip
     print(markdown(read_rows) + "\n\n" + markdown(first_rows) + "\n\n" + markdown(ingest_rows))
     print(f"\nbackground rendering before the reads: {json.dumps(rendered)}")

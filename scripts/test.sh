@@ -19,6 +19,8 @@ command -v pdftotext >/dev/null 2>&1 || need_apt+=(poppler-utils)
 [ -x /usr/lib/postgresql/15/bin/initdb ] || need_apt+=(postgresql)
 # tests/test_wheel.py creates a venv with pip in it (Debian's own python3 needs python3-venv).
 python3 -c "import ensurepip, venv" >/dev/null 2>&1 || need_apt+=(python3-venv)
+# The accessibility browser test injects npm's axe-core (tests/a11y/package.json) into Chromium.
+command -v npm >/dev/null 2>&1 || need_apt+=(npm)
 if ((${#need_apt[@]})); then
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   echo "installing Debian packages: ${need_apt[*]}"
@@ -29,6 +31,8 @@ fi
 python3 -m pip install --quiet --disable-pip-version-check -e ".[test]"
 # The application-side meter (meter/, the tenantcost-meter distribution, standard library only).
 python3 -m pip install --quiet --disable-pip-version-check -e ./meter
+# axe-core, pinned by tests/a11y/package-lock.json, into tests/a11y/node_modules (git-ignored).
+npm ci --prefix tests/a11y --no-audit --no-fund --silent
 # The FOCUS export's tests run the FinOps Foundation's focus-validator, which needs Python 3.12
 # (pyenv's) in a venv of its own: created once under /tmp, reused by later runs.
 python3 tests/focus_validator.py
@@ -41,4 +45,21 @@ python3 -m mkdocs build --strict --site-dir "$site_dir"
 
 python3 -m ruff check tenantcost tests benchmarks meter
 python3 -m mypy
-python3 -m pytest -q "$@"
+
+# pytest in two parts. First every test not marked `timing`, in parallel processes
+# (pytest-xdist, one per core; each worker has its own stores, folders and PostgreSQL cluster,
+# and its servers take ports from bind(0)), grouped by module so that a module's shared server
+# or store is built once. Then the tests that measure time, memory or timeouts, alone, so that
+# parallel load cannot make them flaky. Both parts run in one random order (pytest-randomly):
+# the seed is printed, and TENANTCOST_TEST_SEED=N replays it.
+seed=${TENANTCOST_TEST_SEED:-$(python3 -c 'import random; print(random.randrange(1, 2**31))')}
+echo "pytest: random order, seed $seed (replay: TENANTCOST_TEST_SEED=$seed bash scripts/test.sh)"
+run_pytest() {
+  # exit 5 (no test selected) is not a failure when arguments narrow the run to one part
+  local status=0
+  python3 -m pytest -q -p randomly --randomly-seed="$seed" "$@" || status=$?
+  if [ "$status" -ne 0 ] && [ "$status" -ne 5 ]; then exit "$status"; fi
+  return 0
+}
+run_pytest -n "${TENANTCOST_TEST_WORKERS:-auto}" --dist loadscope -m "not timing" "$@"
+run_pytest -m timing "$@"

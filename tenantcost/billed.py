@@ -13,8 +13,9 @@ rule version and ``billed:`` entry that classify it. Everything after works on t
   by largest remainder (equal weights, sign kept, leftover units to the earliest hours), so a
   daily line becomes 24 hourly amounts and a whole billing period adds up to the line;
 * an hour's amount joins the OpenCost window that contains it (an hour with none is its own
-  one-hour window), inside the allocation period; hours outside it are reported on the
-  invoice as ``outside the period``;
+  one-hour window, for the billed amounts only: the rule file's external costs follow the
+  cost data, ``tenantcost.plan``), inside the allocation period; hours outside it are
+  reported on the invoice as ``outside the period``;
 * ``shared`` entries become keyed pools (kind ``billed``), split by their key over the usage
   of their ``services`` as external costs are; ``direct`` entries become the client's own
   lines; residual, excluded and unclassified entries become items; ``outside`` lines stand in
@@ -354,17 +355,32 @@ def billed_hours(con: duckdb.DuckDBPyConnection, ruleset: RuleSet) -> BilledHour
 def hours_to_windows(hours: pd.Series, cost_windows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     """Each hour's window: the cost window containing it, else the hour itself (a binary
     search over the sorted, non-overlapping windows, on int64 nanoseconds)."""
-    starts = pd.DatetimeIndex(cost_windows["window_start"]).as_unit("ns").asi8
-    ends = pd.DatetimeIndex(cost_windows["window_end"]).as_unit("ns").asi8
-    order = np.argsort(starts, kind="stable")
-    starts, ends = starts[order], ends[order]
     h = pd.DatetimeIndex(hours).as_unit("ns").asi8
-    found = np.searchsorted(starts, h, side="right") - 1
-    safe = np.clip(found, 0, None)
-    inside = (found >= 0) & (h < ends[safe]) if len(starts) else np.zeros(len(h), dtype=bool)
-    start = np.where(inside, starts[safe] if len(starts) else h, h)
-    end = np.where(inside, ends[safe] if len(starts) else h, h + HOUR.value)
+    starts, ends, inside = _containing(h, cost_windows)
+    start = np.where(inside, starts, h)
+    end = np.where(inside, ends, h + HOUR.value)
     return (
         pd.Series(pd.to_datetime(start, utc=True), index=hours.index),
         pd.Series(pd.to_datetime(end, utc=True), index=hours.index),
     )
+
+
+def without_cost_window(hours: pd.Series, cost_windows: pd.DataFrame) -> np.ndarray:
+    """Whether each hour lies in no cost window: an hour billed without cost data, whose
+    one-hour window carries the billed amounts only (no external cost)."""
+    _, _, inside = _containing(pd.DatetimeIndex(hours).as_unit("ns").asi8, cost_windows)
+    return ~inside
+
+
+def _containing(h: np.ndarray, cost_windows: pd.DataFrame) -> tuple[np.ndarray, ...]:
+    """For int64 hour starts ``h``: the start and end of the cost window containing each
+    (meaningful where ``inside``), and ``inside``."""
+    starts = pd.DatetimeIndex(cost_windows["window_start"]).as_unit("ns").asi8
+    ends = pd.DatetimeIndex(cost_windows["window_end"]).as_unit("ns").asi8
+    if not len(starts):
+        return h, h, np.zeros(len(h), dtype=bool)
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
+    safe = np.clip(np.searchsorted(starts, h, side="right") - 1, 0, None)
+    inside = (h >= starts[safe]) & (h < ends[safe])
+    return starts[safe], ends[safe], inside

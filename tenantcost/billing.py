@@ -36,6 +36,7 @@ from tenantcost.billed import (
     group_billing,
     hours_to_windows,
     needs_check,
+    without_cost_window,
 )
 from tenantcost.config.rules import RuleSet
 from tenantcost.errors import InputError
@@ -89,6 +90,41 @@ class BillingRun:
     origin: str
     period: Period | None = None
     """The allocation period the billed lines were placed in."""
+    no_cost_data: NoCostData = dataclasses.field(default_factory=lambda: NoCostData.none())
+    """The billed amounts placed in hours of the period without cost data."""
+
+
+@dataclass(frozen=True)
+class NoCostData:
+    """Billed amounts in hours of the period that no cost window covers (an open month's
+    future hours under a monthly line, a day's line around the hours OpenCost saw).
+
+    Each such hour is a one-hour window of its own for the billed amounts (pools, rows), and
+    only for them: it carries no external cost and counts in no period header. The invoice
+    cascade shows what no client was charged of these amounts on one line, ``billed without
+    cost data``, with ``hours`` and ``to_clients`` (the rest, on ``clients``).
+    """
+
+    amount: int
+    hours: pd.DatetimeIndex
+    """The distinct hours (their starts, UTC), sorted."""
+
+    @classmethod
+    def none(cls) -> NoCostData:
+        return cls(0, pd.DatetimeIndex([], tz="UTC"))
+
+
+def _no_cost_data(
+    placed: pd.DataFrame, credited: pd.DataFrame, cost_windows: pd.DataFrame
+) -> NoCostData:
+    """The placed billed hours (and credited cluster hours) that lie in no cost window."""
+    frames = [f[["hour", "amount"]] for f in (placed, credited) if not f.empty]
+    if not frames:
+        return NoCostData.none()
+    hours = pd.concat(frames, ignore_index=True)
+    bare = hours[without_cost_window(hours["hour"], cost_windows)]
+    starts = pd.DatetimeIndex(bare["hour"].unique()).as_unit("ns").sort_values()
+    return NoCostData(int(bare["amount"].sum()), starts)
 
 
 def _in(period: Period, times: pd.Series) -> pd.Series:
@@ -144,11 +180,15 @@ def _rows(placed: pd.DataFrame, credited: pd.DataFrame) -> pd.DataFrame:
     return frame.astype({"version": "int64", "amount": "int64"})[BILLED_ROW_COLUMNS]
 
 
-def _credited_rows(
-    repriced: Repriced, ruleset: RuleSet, period: Period, cost_windows: pd.DataFrame
-) -> pd.DataFrame:
+def _credited_hours(repriced: Repriced, period: Period) -> pd.DataFrame:
+    """The hours of the period of credited cluster periods (``hour, cluster, amount``)."""
     spread = repriced.spread
-    picked = spread[(spread["kind"] == "credited") & _in(period, spread["hour"])].copy()
+    return spread[(spread["kind"] == "credited") & _in(period, spread["hour"])].copy()
+
+
+def _credited_rows(
+    picked: pd.DataFrame, ruleset: RuleSet, cost_windows: pd.DataFrame
+) -> pd.DataFrame:
     picked["window_start"], picked["window_end"] = hours_to_windows(picked["hour"], cost_windows)
     picked["version"] = ruleset.version_index(picked["window_start"]).to_numpy()
     picked["rule_id"] = picked["version"].map({v: r.id for v, r in enumerate(ruleset.rules)})
@@ -196,12 +236,13 @@ def prepare_billing(
     hours = billed_hours(con, ruleset)
     hours_all = pd.concat([hours.hours, split.hours], ignore_index=True)
     placed = _placed(hours_all, ruleset, period, cost_windows)
+    credited = _credited_hours(repriced, period)
     spread = repriced.spread
     estimate_rows = _estimate_mask(repriced)
     return BillingRun(
         costs=repriced.costs,
         pools=_pools(placed),
-        rows=_rows(placed, _credited_rows(repriced, ruleset, period, cost_windows)),
+        rows=_rows(placed, _credited_rows(credited, ruleset, cost_windows)),
         repricing=repriced.repricing,
         totals=billing_totals(con, ruleset),
         unseen=int(
@@ -217,6 +258,7 @@ def prepare_billing(
         opencost_estimate=int(in_costs["opencost_amount"].sum()),
         origin=origin,
         period=period,
+        no_cost_data=_no_cost_data(placed, credited, cost_windows),
     )
 
 

@@ -92,6 +92,28 @@ class Effect(StrEnum):
 EFFECT_ORDER = {effect: position for position, effect in enumerate(Effect)}
 """The canonical order of parts (and the tie-break of the rounding): effects as listed."""
 
+PART_LABELS: dict[Effect, str] = {
+    Effect.VOLUME: "usage",
+    Effect.RATE: "unit cost",
+    Effect.RULE: "rule change",
+    Effect.RESIDUAL: "share of idle capacity",
+    Effect.DIRECT: "own workload",
+    Effect.NEW_SOURCE: "new service",
+    Effect.ENDED_SOURCE: "ended service",
+}
+"""Each effect in plain words, as people read a bridge (the client page, the sheets): the one
+map, so ``new_source`` reads "new service" wherever a part is named. ``explain``'s JSON and
+table keep the codes (a contract)."""
+
+
+def part_label(effect: str) -> str:
+    """The plain label of an effect code (an unknown code reads as itself, spaced)."""
+    try:
+        return PART_LABELS[Effect(effect)]
+    except ValueError:
+        return effect.replace("_", " ")
+
+
 PART_COLUMNS = ["client", "effect", "source", "key", "amount", "text"]
 HALF = Fraction(1, 2)
 _to_fraction = np.frompyfunc(Fraction, 2, 1)

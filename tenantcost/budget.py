@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from tenantcost.client_id import bad_client_ids, client_id_problem
+from tenantcost.csv_cells import restored_cells
 from tenantcost.errors import InputError
 from tenantcost.readers.canonical import (
     RawTable,
@@ -274,10 +275,12 @@ def read_budgets(path: Path) -> pd.DataFrame:
     :class:`InputError` naming file, row and column: an empty cell (but a row ``budget plan``
     marks ``no_history`` has no band and is left out), a client given twice or refused by
     :mod:`tenantcost.client_id`, a negative or inexact amount, ``low > expected`` or
-    ``expected > high``."""
+    ``expected > high``. A client id's leading ``'`` before a formula character, which
+    tenantcost's CSV files add for spreadsheets, is removed (:mod:`tenantcost.csv_cells`), so
+    a plan it wrote loads the ids it planned."""
     raw = _read_raw(path)
     frame = raw.frame
-    clients = text(frame["client"])
+    clients = restored_cells(text(frame["client"]))
     method = text(frame["method"] if "method" in frame else pd.Series([""] * len(frame)))
     method = method.str.strip()
     _check_clients(clients, method, raw)

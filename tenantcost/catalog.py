@@ -14,7 +14,11 @@ revenue is prorated by the contract's days in it.
 The reader is strict like every tenantcost reader: an unknown column is a typo until proven
 otherwise, and a bad cell is one line naming file, row and column (CSV rows are the line
 numbers an editor shows; Parquet rows are 1-based record numbers). Every check is vectorised:
-the first offending row is found with a mask, never by walking the rows.
+the first offending row is found with a mask, never by walking the rows. A CSV text cell
+that starts with ``'`` and a formula character (``'=``, ``'-``...) loses the ``'``, which
+tenantcost's own CSV files add for spreadsheets (:mod:`tenantcost.csv_cells`). Every text
+cell follows the stored-text rule (:mod:`tenantcost.stored_text`): a name holding CR/LF is
+refused here, not when an e-mail is built from it months later.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from tenantcost.client_id import bad_client_ids, client_id_problem
 from tenantcost.errors import InputError
+from tenantcost.limits import FIRST_MONTH, LAST_MONTH
 from tenantcost.readers.canonical import (
     RawTable,
     check_amount_cells,
@@ -37,7 +43,9 @@ from tenantcost.readers.canonical import (
     read_parquet_raw,
     require_columns,
     text,
+    unquoted,
 )
+from tenantcost.stored_text import bad_texts, text_problem
 from tenantcost.suggest import did_you_mean
 
 TEXT_COLUMNS: tuple[str, ...] = ("client", "name", "plan", "segment", "account_manager", "currency")
@@ -78,6 +86,7 @@ def read_catalog(path: str | Path, currency: str) -> Catalog:
     out = pd.DataFrame(
         {c: text(frame[c]).str.strip() if c in frame else _blank(len(frame)) for c in TEXT_COLUMNS}
     )
+    _check_texts(out, raw)
     _check_clients(out["client"], raw)
     out["currency"] = _check_currency(out["currency"], raw, currency)
     revenue = (
@@ -121,7 +130,7 @@ def _read_raw(path: Path) -> RawTable:
         )
     require_columns(columns, ["client"], file)
     if suffix == ".csv":
-        return read_csv_raw(path)
+        return unquoted(read_csv_raw(path), TEXT_COLUMNS)
     return read_parquet_raw(path, text_columns=[c for c in TEXT_COLUMNS if c in columns])
 
 
@@ -134,6 +143,21 @@ def _fail(raw: RawTable, mask: np.ndarray, message: str, column: str) -> None:
     if mask.any():
         position = int(np.flatnonzero(mask)[0])
         raise InputError(message, file=raw.file, where=raw.place(position), column=column)
+
+
+def _check_texts(frame: pd.DataFrame, raw: RawTable) -> None:
+    """Every text cell follows the stored-text rule (:mod:`tenantcost.stored_text`: no
+    control character; a CR/LF in a name would break the e-mail headers of ``watch
+    --notify``), and a client id the client-id rule (:mod:`tenantcost.client_id`)."""
+    for column in TEXT_COLUMNS:
+        bad = (bad_client_ids(frame[column]) if column == "client"
+               else bad_texts(frame[column])).to_numpy()  # fmt: skip
+        if bad.any():
+            value = str(frame[column].iloc[int(np.flatnonzero(bad)[0])])
+            problem = (client_id_problem(value) if column == "client"
+                       else text_problem(value, column))  # fmt: skip
+            _fail(raw, bad, f"{problem}: the catalog's text may hold no control character",
+                  column)  # fmt: skip
 
 
 def _check_clients(clients: pd.Series, raw: RawTable) -> None:
@@ -190,9 +214,11 @@ def _parse_dates(values: pd.Series, raw: RawTable, column: str) -> pd.Series:
             stamps = stamps.dt.tz_convert("UTC").dt.tz_localize(None)
         not_midnight = (stamps.notna() & (stamps != stamps.dt.normalize())).to_numpy()
         _fail(raw, not_midnight, "expected a date (YYYY-MM-DD), got a time of day", column)
+        _check_range(stamps, stamps.astype("str"), raw, column)
         return stamps.astype("datetime64[ns]")
     cells = text(values).str.strip()
     shaped = cells.str.fullmatch(_DATE.pattern)
+    _check_range(cells.where(shaped, None), cells, raw, column)
     parsed = pd.to_datetime(cells.where(shaped, None), format="%Y-%m-%d", errors="coerce")
     bad = ((cells != "") & parsed.isna()).to_numpy()
     if bad.any():
@@ -204,6 +230,22 @@ def _parse_dates(values: pd.Series, raw: RawTable, column: str) -> pd.Series:
             column=column,
         )
     return parsed.astype("datetime64[ns]")
+
+
+def _check_range(dates: pd.Series, shown: pd.Series, raw: RawTable, column: str) -> None:
+    """Contract dates lie in the months every input may name (2000-01 .. 2099-12,
+    :mod:`tenantcost.month`); an open contract leaves ``end`` empty rather than 9999-12-31."""
+    day = dates.astype("str").str[:10]
+    outside = (dates.notna() & ((day < FIRST_MONTH) | (day > f"{LAST_MONTH}-31"))).to_numpy()
+    if outside.any():
+        position = int(np.flatnonzero(outside)[0])
+        raise InputError(
+            f"date {shown.iloc[position]!r} is outside {FIRST_MONTH}-01 .. {LAST_MONTH}-31 "
+            "(leave end empty for an open contract)",
+            file=raw.file,
+            where=raw.place(position),
+            column=column,
+        )
 
 
 def _check_order(frame: pd.DataFrame, raw: RawTable) -> None:

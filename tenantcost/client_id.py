@@ -17,12 +17,15 @@ Every other character is allowed, ``/`` and non-Latin scripts included: the serv
 ids in its URLs and headers. The empty id stays valid: it is usage without a client,
 whose cost is reported as unattributed, never dropped. The application-side meter
 (``tenantcost_meter``) applies the same rule with the standard library only; keep both equal.
+The characters refused are those of every stored text (:mod:`tenantcost.stored_text`); a
+client id adds the length limit.
 """
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
+
+from tenantcost.stored_text import CONTROL, REFUSED, text_problem
 
 if TYPE_CHECKING:  # pandas is imported where used: the rule models start without it
     import pandas as pd
@@ -30,24 +33,15 @@ if TYPE_CHECKING:  # pandas is imported where used: the rule models start withou
 MAX_CLIENT_ID = 256
 """Characters (code points) a client id may have at most."""
 
-_CONTROL = r"[\x00-\x1f\x7f-\x9f]"
-"""Control characters, as a pattern both Python's ``re`` and Arrow's RE2 read."""
-_BAD = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
-"""Control characters and lone surrogates (only Python strings can hold the latter)."""
+_CONTROL = CONTROL
+"""Control characters (the stored-text rule, :mod:`tenantcost.stored_text`)."""
 
 
 def client_id_problem(value: str) -> str | None:
     """Why ``value`` cannot be a client id, as the end of a one-line error; None if it can."""
     if len(value) > MAX_CLIENT_ID:
         return f"client id has {len(value)} characters, at most {MAX_CLIENT_ID} are allowed"
-    found = _BAD.search(value)
-    if found is None:
-        return None
-    char = found.group(0)
-    what = "a lone surrogate (not valid UTF-8)" if "\ud800" <= char <= "\udfff" else (
-        "a control character"
-    )
-    return f"client id holds {what} U+{ord(char):04X} at character {found.start() + 1}"
+    return text_problem(value, "client id")
 
 
 def bad_client_ids(clients: pd.Series) -> pd.Series:
@@ -57,7 +51,7 @@ def bad_client_ids(clients: pd.Series) -> pd.Series:
     The column keeps its dtype: an Arrow string column cannot hold a lone surrogate at all, so
     callers that parse JSON check the Python strings (object dtype) before building one."""
     too_long = clients.str.len() > MAX_CLIENT_ID
-    pattern = _BAD.pattern if clients.dtype == object else _CONTROL
+    pattern = REFUSED.pattern if clients.dtype == object else _CONTROL
     bad_char = clients.str.contains(pattern, regex=True)
     return (too_long | bad_char).fillna(False).astype(bool)
 

@@ -10,8 +10,9 @@ Precedence for ``allocate``, ``compare`` and ``reconcile`` (:func:`load_costs`):
 
 ``collect`` (:func:`collect_to_folder`) asks the API for a period and writes the raw responses
 (``responses/opencost-<start>-<end>.json`` and ``responses/requests.tsv``) and the canonical
-cost table ``costs.csv`` into a folder, which any later run can read with ``--costs``. Its
-summary on the terminal is a writer's (``tenantcost.writers.collection``).
+cost table ``costs.csv`` (text cells neutralised for spreadsheets, :mod:`tenantcost.csv_cells`)
+into a folder, which any later run can read with ``--costs``. Its summary on the terminal is a
+writer's (``tenantcost.writers.collection``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pydantic import ValidationError
 
 from tenantcost.config.rules import RuleSet
 from tenantcost.config.sources import OpenCostSource
+from tenantcost.csv_cells import neutralised
 from tenantcost.errors import InputError
 from tenantcost.readers.costs import read_costs
 from tenantcost.timefmt import ISO_Z_FORMAT
@@ -137,7 +139,7 @@ def collect_to_folder(
         written.append(responses_dir / "requests.tsv")
         path = out / COSTS_FILE
         try:
-            collection.costs.to_csv(path, index=False, date_format=ISO_Z_FORMAT)
+            neutralised(collection.costs).to_csv(path, index=False, date_format=ISO_Z_FORMAT)
         except OSError as exc:
             raise InputError(f"cannot write: {exc.strerror}", file=str(path)) from None
         written.append(path)

@@ -54,6 +54,16 @@ RATIO_PLACES = 9
 PROJECTION_METHOD = "run rate"
 
 
+class Basis(StrEnum):
+    """What a month's cost figures stand for (the service's unit-economics ``basis``)."""
+
+    MONTH = "month"
+    """The month's cost, its data covering the whole month."""
+    PROJECTED = "projected"
+    """The month's cost at the current run rate (:func:`projected_costs`): the month is open,
+    or its cost data covers less than the month."""
+
+
 class GroupBy(StrEnum):
     """What ``unit-economics`` groups clients by (``--by``): a catalog column."""
 
@@ -478,6 +488,44 @@ def run_rate(amounts: Any, month_seconds: int, covered: int) -> np.ndarray:
     projection here and ``tenantcost watch``'s ``projected`` both use it."""
     values = np.asarray(amounts).astype(object) * month_seconds
     return np.asarray(div_half_even(values, covered)).astype("int64")
+
+
+def coverage(costs: MonthCosts) -> float:
+    """Hours with cost data over the hours of the month, a fraction (9 decimals)."""
+    month_seconds = (costs.month.end - costs.month.start).total_seconds()
+    return float(ratio(costs.hours_covered * 3600, month_seconds))
+
+
+def projected_costs(costs: MonthCosts) -> MonthCosts:
+    """``costs`` at the current run rate to the month's end (:func:`run_rate`, the watch's
+    projection): client costs, line amounts and the residual scaled in integers, the lines'
+    measures and the requests by the same factor, so unit costs and price floors per 1,000
+    requests keep their rate. Revenue is the month's already: comparing it with a month's
+    cost, not a partial one, is what this is for. Costs with no hour covered are left as
+    they are (nothing to project from)."""
+    month_seconds = int((costs.month.end - costs.month.start).total_seconds())
+    covered = round(costs.hours_covered * 3600)
+    if covered <= 0 or covered >= month_seconds:
+        return costs
+    factor = month_seconds / covered
+    lines = costs.lines.assign(
+        amount=run_rate(costs.lines["amount"].to_numpy(), month_seconds, covered),
+        measure=costs.lines["measure"].to_numpy(dtype="float64") * factor,
+    )
+    requests = costs.requests.assign(
+        **{REQUESTS: costs.requests[REQUESTS].to_numpy(dtype="float64") * factor}
+    )
+    return MonthCosts(
+        month=costs.month,
+        currency=costs.currency,
+        costs=costs.costs.assign(
+            cost=run_rate(costs.costs["cost"].to_numpy(), month_seconds, covered)
+        ),
+        lines=lines,
+        requests=requests,
+        residual=int(run_rate([costs.residual], month_seconds, covered)[0]),
+        hours_covered=costs.hours_covered,
+    )
 
 
 def _scaled(frame: pd.DataFrame, month_seconds: int, covered: int) -> pd.DataFrame:

@@ -5,6 +5,9 @@ rule file's external costs. Finance signs the invoice, so this second cascade wa
 to the other, every difference named:
 
     clients + unattributed + idle + overhead + reserve + each exclusion + unclassified
+      (each of the hours with cost data)
+    + billed without cost data (the billed amounts of hours no cost window covers that no
+      client was charged; what the clients were, on clients, is named on it: to_clients)
     - external costs (the rule file's: in the statements, not on this invoice)
     - estimates (--allow-unbilled: OpenCost's figure, not on this invoice)
     + unseen (billed cluster cost in hours OpenCost did not see)
@@ -26,6 +29,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from tenantcost.billing import BillingRun
@@ -50,10 +54,12 @@ class InvoicePart(StrEnum):
     BRIDGE = "bridge"
     EXTERNAL = "external"
     ESTIMATE = "estimate"
+    NO_COST_DATA = "no cost data"
 
 
 OUTSIDE_PERIOD = "outside the period"
 ROUNDING = "rounding"
+NO_COST_DATA = "billed without cost data"
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,19 @@ class InvoiceLine:
     part: InvoicePart
     name: str
     amount: int
+    hours: int | None = None
+    """The hours a line covers, where it names them (``billed without cost data``)."""
+    to_clients: int | None = None
+    """What the clients were charged in those hours (``billed without cost data``: not on
+    the line, already on ``clients``)."""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"part": str(self.part), "name": self.name, "amount": self.amount}
+        if self.hours is not None:
+            out["hours"] = self.hours
+        if self.to_clients is not None:
+            out["to_clients"] = self.to_clients
+        return out
 
 
 @dataclass(frozen=True)
@@ -90,9 +109,7 @@ class Invoice:
             "billed_total": self.billed_total,
             "effective_in_scope": self.effective_in_scope,
             "invoices": [{"id": i, "billed_total": a} for i, a in self.invoices],
-            "lines": [
-                {"part": str(ln.part), "name": ln.name, "amount": ln.amount} for ln in self.lines
-            ],
+            "lines": [ln.to_json() for ln in self.lines],
             "repricing": [
                 {
                     "cluster": str(r.cluster),
@@ -109,24 +126,74 @@ class Invoice:
         }
 
 
-def _allocation_lines(result: AllocationResult) -> list[InvoiceLine]:
-    """The allocation's own parts: clients, unattributed, residual, exclusions, unclassified."""
+def _allocation_lines(result: AllocationResult, billing: BillingRun) -> list[InvoiceLine]:
+    """The allocation's own parts: clients, then unattributed, residual, exclusions and
+    unclassified, each of the hours with cost data; then what no client was charged of the
+    billed amounts of the hours without.
+
+    An hour without cost data keeps its billed amounts in a one-hour window (their pools are
+    split over its usage), but an open month's future hours under a monthly line would
+    otherwise swell ``unattributed`` or ``overhead`` with cost nobody can act on yet, so the
+    cascade takes those windows out of every part but ``clients`` and names them on one
+    line, with their hours. ``clients`` stays the sum of the statements (finance reconciles
+    the two), and the line names the amount the clients were charged in those hours
+    (``to_clients``), so nothing is hidden. The window-level tables (unattributed, residual,
+    exclusions, unclassified) give their share of those windows exactly; the clients' share
+    is the rest of the hours' billed amount, since every micro-unit placed in a window lands
+    on exactly one part (period-level client lines hold no windows). A billed ``idle`` line
+    in such an hour that the rule distributes to clients with usage there is charged to
+    them, so that part counts in ``to_clients``, its undistributed rest on the line.
+    """
+    bare = billing.no_cost_data
+    starts = pd.DatetimeIndex(bare.hours).as_unit("ns").asi8
+
+    def without(frame: pd.DataFrame) -> int:
+        """The amount of ``frame``'s rows in the hours without cost data."""
+        if not len(starts) or frame.empty:
+            return 0
+        at = pd.DatetimeIndex(frame["window_start"]).as_unit("ns").asi8
+        return int(frame.loc[np.isin(at, starts), "amount"].sum())
+
+    moved: list[int] = []
+
+    def part(kind: InvoicePart, name: str, amount: int, rows: pd.DataFrame) -> InvoiceLine:
+        taken = without(rows)
+        moved.append(taken)
+        return InvoiceLine(kind, name, amount - taken)
+
     lines = [
-        InvoiceLine(InvoicePart.CLIENTS, "clients", int(result.lines["amount"].sum())),
-        InvoiceLine(
-            InvoicePart.UNATTRIBUTED, "unattributed", int(result.unattributed["amount"].sum())
-        ),
-    ]
-    for item in residual_summary(result):
-        part = InvoicePart(str(item["class"]))
-        lines.append(InvoiceLine(part, str(item["class"]), int(item["amount"])))
-    for item in exclusion_summary(result):
-        lines.append(InvoiceLine(InvoicePart.EXCLUDED, str(item["name"]), int(item["amount"])))
-    lines.append(
-        InvoiceLine(
-            InvoicePart.UNCLASSIFIED, "unclassified", int(result.unclassified["amount"].sum())
+        part(
+            InvoicePart.UNATTRIBUTED,
+            "unattributed",
+            int(result.unattributed["amount"].sum()),
+            result.unattributed,
         )
-    )
+    ]
+    residual = result.residual
+    for item in residual_summary(result):
+        cls = str(item["class"])
+        rows = residual[residual["class"] == cls]
+        lines.append(part(InvoicePart(cls), cls, int(item["amount"]), rows))
+    excl = result.exclusions
+    for item in exclusion_summary(result):
+        rows = excl[(excl["name"] == item["name"]) & (excl["reason"] == item["reason"])]
+        lines.append(part(InvoicePart.EXCLUDED, str(item["name"]), int(item["amount"]), rows))
+    unclassified = result.unclassified
+    total = int(unclassified["amount"].sum())
+    lines.append(part(InvoicePart.UNCLASSIFIED, "unclassified", total, unclassified))
+    clients = int(result.lines["amount"].sum())
+    lines.insert(0, InvoiceLine(InvoicePart.CLIENTS, "clients", clients))
+    if len(bare.hours):
+        uncharged = sum(moved)  # what no client was charged; the clients' part is the rest
+        lines.append(
+            InvoiceLine(
+                InvoicePart.NO_COST_DATA,
+                NO_COST_DATA,
+                uncharged,
+                len(bare.hours),
+                to_clients=bare.amount - uncharged,
+            )
+        )
     return lines
 
 
@@ -150,7 +217,7 @@ def _check_rounding(rounding: int, billing: BillingRun) -> None:
 def invoice_cascade(result: AllocationResult, billing: BillingRun) -> Invoice:
     """The invoice cascade of ``result``, an allocation of ``billing.costs``."""
     totals = billing.totals
-    lines = _allocation_lines(result)
+    lines = _allocation_lines(result, billing)
     optional = [  # shown when not zero: most months have no estimate and nothing unseen
         InvoiceLine(InvoicePart.EXTERNAL, "external costs", -result.external_total),
         InvoiceLine(InvoicePart.ESTIMATE, "OpenCost estimate", -billing.estimate),

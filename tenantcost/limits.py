@@ -95,3 +95,24 @@ whole: ``P1 * w <= 10^8 * 10^27`` and ``P0 * w < 10^10 * 10^27``."""
 
 INT64_MAX = 2**63 - 1
 """The largest ``int64`` (amounts, ``BIGINT`` in DuckDB)."""
+
+FIRST_MONTH = "2000-01"
+"""The first month tenantcost accepts (``YYYY-MM``, UTC), in every command, route and input.
+
+Months and timestamps outside 2000-01 .. 2099-12 are typing errors or corrupt exports far more
+often than real data (``0000-01``, ``9999-12``, a nanosecond count near 2^63); they also break
+the calendar arithmetic of the month ends (``9999-12`` has no next month in ``datetime``).
+One range, checked where the text is parsed, keeps every later step total."""
+
+LAST_MONTH = "2099-12"
+"""The last month tenantcost accepts; see :data:`FIRST_MONTH`."""
+
+EARLIEST_INSTANT_ISO = "2000-01-01T00:00:00+00:00"
+"""The earliest instant of any input (the start of :data:`FIRST_MONTH`)."""
+
+LATEST_INSTANT_ISO = "2100-01-01T00:00:00+00:00"
+"""The end (exclusive) of the instants of any input (the end of :data:`LAST_MONTH`)."""
+
+MAX_UTC_OFFSET_MINUTES = 14 * 60
+"""The largest UTC offset a timestamp may carry (±14:00, the range of real time zones and of
+RFC 3339 in practice); ``+25:00`` is refused."""

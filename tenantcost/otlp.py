@@ -26,10 +26,16 @@ Three steps, each a function here, none touching the store:
 * a cumulative point adds its difference from the series' previous point; a point whose
   ``start_time_unix_nano`` differs from the previous one's is a reset (the process
   restarted): it adds its whole value; so does the first point of a series never seen (or
-  not seen for 48 hours: its kept point has expired);
+  not seen for ``otlp.series_expiry_hours``: its kept point has expired);
 * a negative increment (a delta below 0; a cumulative value below the previous one without
-  a new start) is refused, and still becomes the series' last point, as does a point refused
-  later for a closed month: the next point then adds only what is new, in its own month.
+  a new start) or one over :data:`~tenantcost.limits.MAX_USAGE_VALUE` is refused, and never
+  becomes the series' last point: the next point is compared with the last one accepted.
+  Only a point refused later because its month is closed still becomes the series' last
+  point (:mod:`tenantcost.store.otlp_series`): the next point then adds only what is new, in
+  its own month.
+
+A point outside the store's instants (2000-01-01 .. 2100-01-01), or dated more than an hour
+after the server received it, is refused in step 2: it never reaches a series.
 
 Each increment goes to the UTC hour of its point's time: what a cumulative series counted
 since its previous point lands in that hour, so usage near an hour boundary can be counted
@@ -39,8 +45,10 @@ in the next hour, by at most one export interval.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+import sys
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -49,11 +57,18 @@ import pandas as pd
 
 from tenantcost.client_id import bad_client_ids, client_id_problem
 from tenantcost.config.otlp import OtlpSettings, ValueKind
-from tenantcost.limits import MAX_USAGE_VALUE
+from tenantcost.limits import EARLIEST_INSTANT_ISO, LATEST_INSTANT_ISO, MAX_USAGE_VALUE
 
 HOUR_NS = 3_600_000_000_000
 MAX_TIME_NS = 2**63 - 1
-"""Times are kept as int64 nanoseconds (to the year 2262); a later one is refused."""
+"""Times are kept as int64 nanoseconds (to the year 2262); a later start is refused."""
+EARLIEST_NS = int(datetime.fromisoformat(EARLIEST_INSTANT_ISO).timestamp()) * 10**9
+LATEST_NS = int(datetime.fromisoformat(LATEST_INSTANT_ISO).timestamp()) * 10**9
+"""A point's time is in the store's range of instants (``tenantcost.limits``), or refused."""
+MAX_AHEAD_NS = 3_600 * 10**9
+"""A point dated more than an hour after the server received it is refused: a clock that
+far ahead, or a corrupt time, would otherwise make a batch for a future month and become its
+series' last point, after which every true point would look received already."""
 DELTA, CUMULATIVE = 1, 2
 """``AggregationTemporality`` values (opentelemetry.proto.metrics.v1)."""
 NO_RECORDED_VALUE = 1
@@ -96,6 +111,22 @@ def parse(body: bytes, encoding: Encoding) -> Any:
     return request
 
 
+def parse_document(document: Any) -> Any:
+    """The ``ExportMetricsServiceRequest`` of a loaded JSON body (as :func:`parse` reads it)."""
+    from google.protobuf import json_format
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+        ExportMetricsServiceRequest,
+    )
+
+    request = ExportMetricsServiceRequest()
+    try:
+        json_format.ParseDict(document, request, ignore_unknown_fields=True)
+    except (json_format.ParseError, RecursionError) as exc:
+        raise DecodeError(f"not an OTLP ExportMetricsServiceRequest ({Encoding.JSON}): "
+                          f"{exc}") from None  # fmt: skip
+    return request
+
+
 @dataclass(frozen=True)
 class Points:
     """What a request holds: usable rows (:data:`POINT_COLUMNS`) and refused points."""
@@ -109,17 +140,60 @@ class Points:
     """Points counted without a client (no client attribute, or an id the store refuses)."""
 
 
-def points(request: Any, settings: OtlpSettings) -> Points:
-    """Flatten a decoded request (see the module docstring, step 2)."""
-    builder = _Builder(settings)
+@dataclass(frozen=True)
+class MetricPart:
+    """One metric of an export, with its resource and scope: what :func:`points` reads.
+    ``chunks`` gives its data points, a sequence at a time (``len`` counts them all): the
+    metric's own ``data_points`` for a decoded request, or pieces decoded from the wire one
+    after the other (:mod:`tenantcost.otlp_wire`), so that a large export is never decoded
+    whole."""
+
+    resource: Any
+    scope: Any
+    metric: Any
+    chunks: Iterable[Sequence[Any]]
+
+
+def message_parts(request: Any) -> Iterator[MetricPart]:
+    """The metrics of a decoded ``ExportMetricsServiceRequest``."""
     for resource_metrics in request.resource_metrics:
-        resource = resource_metrics.resource
-        service = _text(resource.attributes, settings.service_attribute)
-        identity = resource.SerializeToString(deterministic=True)
         for scope_metrics in resource_metrics.scope_metrics:
-            prefix = identity + b"\x00" + scope_metrics.scope.SerializeToString(deterministic=True)
             for metric in scope_metrics.metrics:
-                builder.add(prefix, service, metric)
+                kind = metric.WhichOneof("data")
+                found = getattr(metric, kind).data_points if kind is not None else []
+                yield MetricPart(resource_metrics.resource, scope_metrics.scope, metric,
+                                 _OneChunk(found))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _OneChunk:
+    points: Sequence[Any]
+
+    def __len__(self) -> int:
+        return len(self.points)
+
+    def __iter__(self) -> Iterator[Sequence[Any]]:
+        yield self.points
+
+
+def points(request: Any, settings: OtlpSettings, *, received: int | None = None) -> Points:
+    """Flatten a request (see the module docstring, step 2): a decoded one, or an iterable
+    of :class:`MetricPart` (:class:`tenantcost.otlp_wire.WireExport`); ``received`` is when
+    the server received it (ns since the epoch; now if None): a point dated more than
+    :data:`MAX_AHEAD_NS` after it is refused."""
+    import time
+
+    parts = message_parts(request) if hasattr(request, "resource_metrics") else request
+    builder = _Builder(settings, time.time_ns() if received is None else received)
+    last: tuple[Any, Any, str | None, bytes] | None = None
+    for part in parts:
+        if last is None or last[0] is not part.resource or last[1] is not part.scope:
+            resource, scope = part.resource, part.scope
+            service = _text(resource.attributes, settings.service_attribute)
+            prefix = (resource.SerializeToString(deterministic=True) + b"\x00"
+                      + scope.SerializeToString(deterministic=True))  # fmt: skip
+            last = (resource, scope, service, prefix)
+        builder.add(last[3], last[2], part.metric, part.chunks)
     return builder.finish()
 
 
@@ -146,6 +220,7 @@ class _Builder:
     """Collects one block of columns per (metric, usage column), and the refusals."""
 
     settings: OtlpSettings
+    received: int
     count: int = 0
     blocks: list[pd.DataFrame] = field(default_factory=list)
     refused: list[pd.DataFrame] = field(default_factory=list)
@@ -154,28 +229,37 @@ class _Builder:
         if len(ids):
             self.refused.append(pd.DataFrame({"point": ids, "reason": reason}))
 
-    def add(self, prefix: bytes, service: str | None, metric: Any) -> None:
+    def add(self, prefix: bytes, service: str | None, metric: Any, chunks: Any) -> None:
         kind = metric.WhichOneof("data")
         data = getattr(metric, kind) if kind is not None else None
-        found = list(data.data_points) if data is not None else []
-        ids = np.arange(self.count, self.count + len(found), dtype="int64")
-        self.count += len(found)
         columns = self.settings.columns_of(metric.name)
         reason = _metric_refusal(metric.name, kind, data, bool(columns))
         if reason is None:
             reason = _service_refusal(service, self.settings.service_attribute)
-        if reason is not None:
-            self.refuse(ids, reason)
+        if reason is not None:  # every chunk is still decoded: protobuf checks every byte
+            for found in chunks:
+                self.refuse(self.ids(len(found)), reason)
             return
         assert data is not None
-        common = _common(found, self.settings.client_attribute)
-        common["cumulative"] = data.aggregation_temporality == CUMULATIVE
-        common["service"] = service
-        for column, value in columns:
-            self.column(ids, prefix + metric.name.encode(), kind or "", found, common,
-                        column, value)  # fmt: skip
+        cumulative = data.aggregation_temporality == CUMULATIVE
+        for chunk in chunks:
+            found = list(chunk)
+            ids = self.ids(len(found))
+            common = _common(found, self.settings.client_attribute)
+            common["cumulative"] = cumulative
+            common["service"] = service
+            for column, value in columns:
+                self.column(ids, prefix + metric.name.encode(), kind or "", found, common,
+                            column, value)  # fmt: skip
+            del chunk, found, common  # this chunk's messages: freed before the next is decoded
 
-    def column(self, ids: np.ndarray, prefix: bytes, kind: str, found: list[Any],
+    def ids(self, count: int) -> np.ndarray:
+        """The ids of the next ``count`` data points (in the order of the request)."""
+        ids = np.arange(self.count, self.count + count, dtype="int64")
+        self.count += count
+        return ids
+
+    def column(self, ids: np.ndarray, prefix: bytes, kind: str, found: Sequence[Any],
                common: dict[str, Any], column: str, value: ValueKind) -> None:  # fmt: skip
         if kind == "sum" and value is ValueKind.COUNT:
             self.refuse(ids, f"column '{column}' takes the count of a sum (a counter has "
@@ -195,7 +279,16 @@ class _Builder:
         problems = (
             (block["flags"] & NO_RECORDED_VALUE != 0, "the point has no recorded value"),
             (block["time"] == 0, "the point has no time_unix_nano"),
-            (block["time"] > MAX_TIME_NS, "time_unix_nano is after the year 2262"),
+            (
+                (block["time"] < EARLIEST_NS) | (block["time"] >= LATEST_NS),
+                f"time_unix_nano is outside {EARLIEST_INSTANT_ISO[:10]} .. "
+                f"{LATEST_INSTANT_ISO[:10]} (the range the store accepts)",
+            ),
+            (
+                block["time"] > self.received + MAX_AHEAD_NS,
+                f"time_unix_nano is more than {MAX_AHEAD_NS // 10**9} s after the server "
+                "received the export (a clock ahead, or a corrupt time)",
+            ),
             (block["start"] > MAX_TIME_NS, "start_time_unix_nano is after the year 2262"),
             (~np.isfinite(block["value"]), "the point's value is missing or not finite"),
         )
@@ -254,18 +347,23 @@ def _metric_refusal(name: str, kind: str | None, data: Any, mapped: bool) -> str
     return None
 
 
-def _common(found: list[Any], client_attribute: str) -> dict[str, Any]:
+def _common(found: Sequence[Any], client_attribute: str) -> dict[str, Any]:
     """The columns every usage column of a metric shares, read from its points."""
     return {
         "start": np.array([p.start_time_unix_nano for p in found], dtype="uint64"),
         "time": np.array([p.time_unix_nano for p in found], dtype="uint64"),
         "flags": np.array([p.flags for p in found], dtype="uint32"),
-        "client": [_text(p.attributes, client_attribute) for p in found],
+        "client": [_interned(_text(p.attributes, client_attribute)) for p in found],
         "identity": [_identity(p.attributes) for p in found],
     }
 
 
-def _values(found: list[Any], kind: str, value: ValueKind) -> np.ndarray:
+def _interned(text: str | None) -> str | None:
+    """One string object per client id, not one per point (100,000 points, few clients)."""
+    return None if text is None else sys.intern(text)
+
+
+def _values(found: Sequence[Any], kind: str, value: ValueKind) -> np.ndarray:
     if kind == "sum":  # a oneof: the value not set reads 0
         return np.array([p.as_double or p.as_int for p in found], dtype="float64")
     if value is ValueKind.COUNT:
@@ -287,20 +385,22 @@ def _clients(rows: pd.DataFrame, attribute: str) -> tuple[pd.DataFrame, tuple[st
     (:mod:`tenantcost.client_id`), are counted without a client: one hostile or careless
     exporter costs no other client its usage, and the usage is reported unattributed."""
     notes = []
-    client = rows["client"]
-    missing = client.isna().to_numpy()
+    codes, found = pd.factorize(rows["client"])  # checked once per distinct id, not per point
+    distinct = np.asarray(found, dtype=object)
+    missing = codes < 0
     if missing.any():
         points = rows["point"].to_numpy()[missing]
         notes.append(f"data points without a '{attribute}' attribute: {len(np.unique(points))}, "
                      "counted as usage without a client")  # fmt: skip
-    filled = client.where(~missing, "").astype(object)
-    bad = bad_client_ids(filled).to_numpy()
+    refused = bad_client_ids(pd.Series(distinct, dtype=object)).to_numpy(dtype=bool)
+    bad = ~missing & np.append(refused, False)[codes]  # codes -1 (missing) read the False
     if bad.any():
-        first = client_id_problem(str(filled[bad].iloc[0])) or "refused"
+        first = client_id_problem(str(distinct[codes[bad][0]])) or "refused"
         points = rows["point"].to_numpy()[bad]
         notes.append(f"data points whose '{attribute}' the store refuses as a client id "
                      f"({first}): {len(np.unique(points))}, counted without a client")  # fmt: skip
-    rows = rows.assign(client=filled.where(~bad, "").astype(str))
+    usable = np.append(np.where(refused, "", distinct), "")  # the last: for code -1
+    rows["client"] = pd.Series(usable[codes], index=rows.index, dtype=object).astype(str)
     rows["start"] = rows["start"].astype("int64")
     rows["time"] = rows["time"].astype("int64")
     return rows, tuple(notes)
@@ -335,37 +435,49 @@ class Plan:
 def plan(rows: pd.DataFrame, state: pd.DataFrame, columns: Sequence[str]) -> Plan:
     """Step 3 of the module docstring. ``state`` is the kept last point of (some of) the
     series, indexed by key (:data:`STATE_COLUMNS` but the key); ``columns`` every usage
-    column of the batches (the mapped ones and the store's)."""
-    ordered = rows.sort_values(["key", "time", "point"], kind="mergesort")
-    joined = ordered.assign(**_kept_points(ordered["key"], state))
-    has_state = joined["s_has"].to_numpy()
-    s_time = joined["s_time"].to_numpy()
-    times = joined["time"].to_numpy()
-    same_key = (joined["key"] == joined["key"].shift(1)).to_numpy()
+    column of the batches (the mapped ones and the store's). The rows are ordered by series,
+    time and point once, and read as numpy columns from then on: an export of 100,000 points
+    makes no copy of its frame (each cost about 10 MB)."""
+    codes, distinct = pd.factorize(rows["key"], sort=True)  # sorted keys, codes per row
+    keys = np.asarray(distinct, dtype=object)  # the one Python str per series (pandas keeps
+    del distinct  # text in Arrow: each conversion of the column would make 100,000 more)
+    order = np.lexsort((rows["point"].to_numpy(), rows["time"].to_numpy(), codes))
+    code = codes[order]
+    col = {name: rows[name].to_numpy()[order] for name in ("point", "time", "start", "value")}
+    times, ids = col["time"], col["point"]
+    s_has, s_start, s_time, s_value = _kept_points(keys, state)
+    same_key = np.zeros(len(code), dtype=bool)
+    same_key[1:] = code[1:] == code[:-1]
     earlier = np.where(same_key, np.roll(times, 1), -1)
-    received = (times <= s_time) | (same_key & (times == earlier))
-    kept = joined[~received]
-    increment = _increments(kept, has_state[~received])
+    received = (times <= s_time[code]) | (same_key & (times == earlier))
+    kept = np.flatnonzero(~received)
+    at = code[kept]
+    increment = _increments(at, col["start"][kept], col["value"][kept],
+                            rows["cumulative"].to_numpy(dtype=bool)[order][kept],
+                            s_has[at], s_start[at], s_value[at])  # fmt: skip
     negative = increment < 0
     over = increment > MAX_USAGE_VALUE
     refused = pd.concat([
-        pd.DataFrame({"point": kept["point"].to_numpy()[negative],
+        pd.DataFrame({"point": ids[kept][negative],
                       "reason": "a negative increment (a delta below 0, or a cumulative value "
                                 "below the previous one without a new start_time_unix_nano)"}),
-        pd.DataFrame({"point": kept["point"].to_numpy()[over],
+        pd.DataFrame({"point": ids[kept][over],
                       "reason": f"an increment over {MAX_USAGE_VALUE:g} (a corrupt counter?)"}),
     ], ignore_index=True)  # fmt: skip
-    usable = kept.assign(increment=increment)[~negative & ~over]
-    parts = _months(kept, usable, columns)
-    received_points = np.setdiff1d(joined["point"].to_numpy()[received], kept["point"].to_numpy())
-    return Plan(parts, refused, len(received_points), sorted(set(rows["key"])))
+    good = ~negative & ~over
+    usable = kept[good]  # positions (in ``order``) of the points that add usage
+    added = np.zeros(len(code), dtype="float64")
+    added[usable] = increment[good]
+    parts = _months(rows, order, code, keys, col, kept, usable, added, columns)
+    received_points = np.setdiff1d(ids[received], ids[kept])
+    return Plan(parts, refused, len(received_points), keys.tolist())
 
 
-def _kept_points(keys: pd.Series, state: pd.DataFrame) -> dict[str, np.ndarray]:
-    """Each row's series' kept point (``s_start``, ``s_time``, ``s_value``; -1 and 0 without
-    one, ``s_has`` False), by position: a join would turn the int64 nanoseconds into floats
-    wherever a series has none, and 2**53 ns is only 104 days."""
-    at = state.index.get_indexer(keys.to_numpy())
+def _kept_points(keys: np.ndarray, state: pd.DataFrame) -> tuple[np.ndarray, ...]:
+    """Each series' kept point (``has``, ``start``, ``time``, ``value``; False, -1, -1 and 0
+    without one), by position: a join would turn the int64 nanoseconds into floats wherever
+    a series has none, and 2**53 ns is only 104 days."""
+    at = state.index.get_indexer(keys)
     has = at >= 0
     safe = np.where(has, at, 0)
 
@@ -373,42 +485,65 @@ def _kept_points(keys: pd.Series, state: pd.DataFrame) -> dict[str, np.ndarray]:
         values = state[name].to_numpy(dtype=dtype)
         return np.where(has, values[safe] if len(values) else missing, missing).astype(dtype)
 
-    return {
-        "s_has": has,
-        "s_start": column("start", "int64", -1),
-        "s_time": column("time", "int64", -1),
-        "s_value": column("value", "float64", 0.0),
-    }
+    return has, column("start", "int64", -1), column("time", "int64", -1), \
+        column("value", "float64", 0.0)  # fmt: skip
 
 
-def _increments(kept: pd.DataFrame, has_state: np.ndarray) -> np.ndarray:
-    """Each kept point's increment: deltas their value; cumulative points their difference
-    from the previous kept point of their series (or the stored one) with the same start,
-    else (a reset, a new series) their value."""
-    values = kept["value"].to_numpy()
-    starts = kept["start"].to_numpy()
-    keys = kept["key"].to_numpy()
-    follows = np.zeros(len(kept), dtype=bool)
-    follows[1:] = keys[1:] == keys[:-1]
-    prev_value = np.where(follows, np.roll(values, 1), kept["s_value"].to_numpy())
-    prev_start = np.where(follows, np.roll(starts, 1), kept["s_start"].to_numpy())
-    baseline = (follows | has_state) & (prev_start == starts)
-    cumulative = kept["cumulative"].to_numpy(dtype=bool)
-    return np.where(cumulative & baseline, values - np.nan_to_num(prev_value), values)
+def _increments(code: np.ndarray, starts: np.ndarray, values: np.ndarray,
+                cumulative: np.ndarray, has_state: np.ndarray, s_start: np.ndarray,
+                s_value: np.ndarray) -> np.ndarray:  # fmt: skip
+    """Each kept point's increment (the arguments: the kept points' columns, in order of
+    series, time and point). A delta point's is its value. A cumulative point's is its
+    difference from its series' baseline: the largest value before it with the same start,
+    among the stored point and the request's earlier points (a refused point never raises it:
+    it is below the baseline, or over the limit and left out). Without one (a reset, a new
+    series), its whole value."""
+    first_of_key = np.ones(len(code), dtype=bool)
+    first_of_key[1:] = code[1:] != code[:-1]
+    new_run = first_of_key.copy()
+    new_run[1:] |= starts[1:] != starts[:-1]
+    run = np.cumsum(new_run) - 1
+    heads = np.flatnonzero(new_run)
+    stored = has_state[heads] & first_of_key[heads] & (s_start[heads] == starts[heads])
+    base = np.where(stored, s_value[heads], -np.inf)[run]
+
+    def increments(counted: np.ndarray) -> np.ndarray:
+        earlier = pd.Series(np.where(counted, values, -np.inf)).groupby(run).cummax()
+        before = earlier.groupby(run).shift(1).fillna(-np.inf).to_numpy()
+        baseline = np.maximum(before, base)
+        has = cumulative & np.isfinite(baseline)
+        return np.where(has, values - np.where(has, baseline, 0.0), values)
+
+    first = increments(np.ones(len(code), dtype=bool))
+    return increments(first <= MAX_USAGE_VALUE)
 
 
-def _months(kept: pd.DataFrame, usable: pd.DataFrame, columns: Sequence[str]) -> list[MonthPart]:
-    """Split the kept points by the calendar month of their time (numpy months: no text)."""
-    month_kept = kept["time"].to_numpy().astype("datetime64[ns]").astype("datetime64[M]")
-    month_usable = usable["time"].to_numpy().astype("datetime64[ns]").astype("datetime64[M]")
+def _months(rows: pd.DataFrame, order: np.ndarray, code: np.ndarray, keys: np.ndarray,
+            col: dict[str, np.ndarray], kept: np.ndarray, usable: np.ndarray,
+            added: np.ndarray, columns: Sequence[str]) -> list[MonthPart]:  # fmt: skip
+    """Split the kept points by the calendar month of their time (numpy months: no text).
+    A month's series state is its last usable point per series: a refused point never
+    becomes a series' last point (the store still keeps it if it is refused for a closed
+    month only: :mod:`tenantcost.store.otlp_series`). Positions are in ``order``."""
+    month = col["time"].astype("datetime64[ns]").astype("datetime64[M]")
     parts = []
-    for month in np.unique(month_kept):  # one iteration per month
-        in_month = kept[month_kept == month]
-        last = in_month.drop_duplicates("key", keep="last")[STATE_COLUMNS]
-        mine = month_usable == month
-        usage = _usage(usable[mine], columns)
-        parts.append(MonthPart(str(month), usage, np.unique(usable["point"].to_numpy()[mine]),
-                               last.reset_index(drop=True)))  # fmt: skip
+    for this in np.unique(month[kept]):  # one iteration per month
+        mine = usable[month[usable] == this]
+        ends = np.ones(len(mine), dtype=bool)  # a series' last point of the month
+        ends[:-1] = code[mine][1:] != code[mine][:-1]
+        last = mine[ends]
+        state = pd.DataFrame(
+            {
+                "key": pd.Series(keys[code[last]], dtype=object),
+                **{c: col[c][last] for c in ("start", "time", "value")},
+            }
+        )
+        cells = pd.DataFrame({
+            "time": col["time"][mine], "increment": added[mine],
+            **{c: rows[c].array.take(order[mine]) for c in ("service", "client", "column")},
+        })  # fmt: skip
+        parts.append(MonthPart(str(this), _usage(cells, columns), np.unique(col["point"][mine]),
+                               state))  # fmt: skip
     return parts
 
 

@@ -408,7 +408,7 @@ def plan_allocation(
         costs = _with_billed_rows(costs, billed.rows)
         billed_pools = billed.pools
 
-    external = external_pools(costs.drop_duplicates(WINDOW)[[*WINDOW, "version"]], ruleset)
+    external = external_pools(_cost_data_windows(cost_windows, ruleset), ruleset)
     specs = spec_tables(ruleset)
     direct = resolve_direct_clients(costs)
     lines = direct_lines(direct)
@@ -440,6 +440,20 @@ def plan_allocation(
             checked_total(billed_pools["amount"], "billed pools") if billed_pools is not None else 0
         ),
     )
+
+
+def _cost_data_windows(cost_windows: pd.DataFrame, ruleset: RuleSet) -> pd.DataFrame:
+    """The windows that carry external costs: the cost data's own, each with its version.
+
+    Billed lines in an hour without cost data get a one-hour window of their own
+    (``tenantcost.billing``), but that window is the billed pools' only: charging the rule
+    file's external costs there too would make them depend on whether billing data is given
+    (a monthly billed line would charge them for every hour of the month, future hours of an
+    open month included). External costs follow the hours with cost data, with or without
+    billing data.
+    """
+    windows = cost_windows[WINDOW].reset_index(drop=True)
+    return windows.assign(version=ruleset.version_index(windows["window_start"]).to_numpy())
 
 
 class BilledInputs(Protocol):

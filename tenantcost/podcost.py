@@ -90,6 +90,7 @@ import pandas as pd
 
 from tenantcost.config.cost_model import CostModel
 from tenantcost.config.rules import load_rules
+from tenantcost.csv_cells import neutralised
 from tenantcost.errors import InputError, warn
 from tenantcost.money import MICROS_PER_UNIT, split_largest_remainder, to_micros
 from tenantcost.readers.canonical import split_origin
@@ -583,12 +584,14 @@ def write_podcost(frame: pd.DataFrame, fmt: str, out: Path | None = None) -> str
     """Render the cost table as ``table``, ``json`` or ``csv``; write it to ``out`` if given.
 
     CSV is a canonical cost file (``allocate --costs`` reads it): ISO 8601 UTC windows and
-    costs at full float precision. JSON is a list of the same rows. Returns the text.
+    costs at full float precision, text cells neutralised for spreadsheets
+    (:mod:`tenantcost.csv_cells`; the cost reader removes the ``'`` again). JSON is a list of
+    the same rows. Returns the text.
     """
     if fmt not in FORMATS:
         raise InputError(f"--format: expected one of {', '.join(FORMATS)}, got '{fmt}'")
     if fmt == "csv":
-        rendered = _as_text_windows(frame).to_csv(index=False, lineterminator="\n")
+        rendered = _as_text_windows(neutralised(frame)).to_csv(index=False, lineterminator="\n")
     elif fmt == "json":
         records = _as_text_windows(frame).to_dict(orient="records")
         rendered = json.dumps(records, indent=2, allow_nan=False) + "\n"

@@ -81,7 +81,6 @@ UNSPLIT_COLUMNS = [
 ]
 
 
-
 def _cluster_rows(split_view: str) -> str:
     """The cluster's split rows with the cost table's properties, one SQL relation.
 

@@ -28,7 +28,9 @@ import pandas as pd
 from tenantcost.duck import quote as _q
 from tenantcost.duck import timestamp_literal
 from tenantcost.errors import InputError, warn
+from tenantcost.instants import parse_instant
 from tenantcost.limits import MEASURE_SCALE  # the split's unit: one definition of a row
+from tenantcost.month import parse_month
 from tenantcost.timefmt import window_text
 
 if TYPE_CHECKING:
@@ -43,14 +45,10 @@ class Period:
     end: pd.Timestamp
 
     @classmethod
-    def month(cls, text: str) -> Period:
-        """The calendar month ``YYYY-MM``."""
-        try:
-            start = pd.Timestamp(f"{text}-01", tz="UTC")
-        except ValueError:
-            raise InputError(f"--month: expected YYYY-MM, got '{text}'") from None
-        if len(text) != 7:
-            raise InputError(f"--month: expected YYYY-MM, got '{text}'")
+    def month(cls, text: str, what: str = "--month") -> Period:
+        """The calendar month ``YYYY-MM``, 2000-01 .. 2099-12
+        (:func:`~tenantcost.month.parse_month`; ``what`` names the option in the error)."""
+        start = pd.Timestamp(f"{parse_month(text, what)}-01", tz="UTC")
         return cls(start, start + pd.offsets.MonthBegin(1))
 
     @classmethod
@@ -67,12 +65,9 @@ class Period:
 
 
 def parse_utc(text: str, option: str) -> pd.Timestamp:
-    """One ISO 8601 time as a UTC timestamp; naive times are taken as UTC."""
-    try:
-        ts = pd.Timestamp(text)
-    except ValueError:
-        raise InputError(f"{option}: not an ISO 8601 time: '{text}'") from None
-    return ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
+    """One ISO 8601 time as a UTC timestamp (naive times are UTC), within the range and
+    offsets of every input (:func:`tenantcost.instants.parse_instant`)."""
+    return parse_instant(text, option)
 
 
 _fmt = window_text

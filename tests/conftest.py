@@ -69,3 +69,63 @@ def browser():
             yield chromium
         finally:
             chromium.close()
+
+
+SLOW_FIXTURES = frozenset({"postgres_admin_url", "browser"})
+"""Fixtures that make a test slow by themselves: a PostgreSQL database (the cluster, a new
+database, the migrations) or Chromium. A test that uses one, directly or through another
+fixture, is marked ``slow`` here, so the quick subset (``-m "not slow"``, docs/development.md)
+needs no mark to be remembered; tests slow for other reasons carry ``@pytest.mark.slow``."""
+
+
+SLOW_MODULES = frozenset({
+    "test_billing_reader",
+    "test_bridge",
+    "test_engines",
+    "test_explain_cli",
+    "test_figures",
+    "test_focus_export",
+    "test_invoice_cli",
+    "test_limits",
+    "test_meter_delivery",
+    "test_meter_servers",
+    "test_nested_windows",
+    "test_opencost_json_fast",
+    "test_properties",
+    "test_redaction_surfaces",
+    "test_report",
+    "test_report_engines",
+    "test_service_access",
+    "test_service_garbage",
+    "test_service_hostile_routes",
+    "test_service_otlp",
+    "test_service_pages",
+    "test_service_pricing",
+    "test_service_tokens",
+    "test_sheet_cache",
+    "test_sheet_privacy",
+    "test_split_arithmetic",
+    "test_store_batches",
+    "test_store_compaction",
+    "test_store_cycle",
+    "test_store_ingest",
+    "test_store_month_bridge",
+    "test_store_report",
+    "test_store_usage_totals",
+    "test_unit_economics",
+    "test_watch",
+})
+"""Modules whose tests, PostgreSQL and browsers left out, still took 9 s or more of a worker's
+time on 2026-12-05 (``--durations=0`` of the quick subset on the idle 2-core machine): they
+start servers, run the CLI as subprocesses, render sheets, or run hypothesis over the whole
+engine. Their tests are marked ``slow``; together they were about three quarters of that
+subset's time."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        slow_module = item.path.stem in SLOW_MODULES
+        if slow_module or fixtures & SLOW_FIXTURES or "postgresql" in params.values():
+            item.add_marker(pytest.mark.slow)

@@ -84,3 +84,17 @@ def new_database(admin_url: str) -> str:
     with psycopg.connect(conninfo, autocommit=True) as connection:
         connection.execute(f'CREATE DATABASE "{name}"')
     return f"{admin_url}{name}"
+
+
+def copy_database(url: str) -> str:
+    """A new database on the same cluster with the contents of ``url`` (``CREATE DATABASE ...
+    TEMPLATE``: a file copy, a few tenths of a second); returns its URL. Nothing may be
+    connected to ``url`` meanwhile: dispose of its engines first."""
+    import psycopg
+
+    admin_url, source = url.rsplit("/", 1)
+    name = f"store_{os.getpid()}_{next(_databases)}"
+    conninfo = admin_url.replace("postgresql+psycopg://", "postgresql://") + "/postgres"
+    with psycopg.connect(conninfo, autocommit=True) as connection:
+        connection.execute(f'CREATE DATABASE "{name}" TEMPLATE "{source}"')
+    return f"{admin_url}/{name}"

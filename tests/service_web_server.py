@@ -72,8 +72,13 @@ def running_service(db: str, data: str, secret: str = SECRET) -> Iterator[str]:
     yields its base URL (no trailing slash)."""
     with tempfile.TemporaryDirectory(prefix="tenantcost-pages-log-") as folder:
         log = Path(folder) / "serve.log"
-        with service_server.running_service(db, data, log, secret=secret) as service:
-            yield service.url
+        try:
+            with service_server.running_service(db, data, log, secret=secret) as service:
+                yield service.url
+        finally:  # a failing test shows the server's traceback, if it had one
+            text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+            if "Traceback" in text:
+                print(text[text.index("Traceback") - 200 :][:8000])
 
 
 @contextmanager

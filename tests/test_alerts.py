@@ -12,8 +12,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -34,9 +39,9 @@ from tenantcost.alerts import AlertKind, alerts, status_key
 from tenantcost.cli import app
 from tenantcost.config.watch import AlertSettings
 from tenantcost.errors import InputError
-from tenantcost.store.alert_deliveries import Delivery, claim, month_deliveries
+from tenantcost.store.alert_deliveries import Claimant, Delivery, claim, month_deliveries, renew
 from tenantcost.store.engine import open_engine
-from tenantcost.store.models import AlertDelivery, table, utcnow
+from tenantcost.store.models import AlertDelivery, CatalogClient, table, utcnow
 from tenantcost.store.notify import NotifyReport, notify, routing_catalog, signature
 from tenantcost.store.schema import upgrade
 from tenantcost.store.settings import resolve_settings
@@ -74,6 +79,10 @@ class Receiver:
     got: list[Received] = field(default_factory=list)
     answers: list[int] = field(default_factory=list)
     server: ThreadingHTTPServer | None = None
+    delay: float = 0.0
+    """Seconds each answer waits (a slow receiver)."""
+    released: threading.Event = field(default_factory=threading.Event)
+    """A request to ``/hang`` gets no answer until this is set."""
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
@@ -85,6 +94,9 @@ class Receiver:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 receiver.got.append(Received(self.path, dict(self.headers.items()), body))
+                if self.path == "/hang":
+                    receiver.released.wait(30)
+                time.sleep(receiver.delay)
                 status = receiver.answers.pop(0) if receiver.answers else 200
                 self.send_response(status)
                 self.send_header("Content-Length", "0")
@@ -186,7 +198,8 @@ def run(engine: Engine, settings: AlertSettings | None, doc: dict[str, Any],
 
 def verify(received: Received) -> dict[str, Any]:
     """What a receiver does: check the signature of the exact body with its own secret."""
-    secret = {"/alice": "TC_ALICE", "/bob": "TC_BOB", "/finance": "TC_FIN"}[received.path]
+    secret = {"/alice": "TC_ALICE", "/bob": "TC_BOB", "/finance": "TC_FIN",
+              "/hang": "TC_ALICE"}[received.path]  # fmt: skip
     expected = hmac.new(SECRETS[secret].encode(), received.body, hashlib.sha256).hexdigest()
     assert received.headers["X-Tenantcost-Signature"] == f"sha256={expected}"
     payload = received.payload
@@ -293,7 +306,7 @@ def test_a_failed_delivery_is_retried_within_the_run_and_at_the_next(engine, rec
     finally:
         receiver.start()
     assert (failed.sent, failed.failed) == (0, 1)
-    assert failed.destinations[0].errors == ["connection failed (ConnectionError)"]
+    assert failed.destinations[0].errors == ["connection failed (ConnectionRefusedError)"]
     row = month_deliveries(engine, MONTH).set_index("client").loc["down-c"]
     assert (row["status"], row["attempts"], pd.isna(row["sent_at"])) == ("failed", 3, True)
     assert receiver.take() == []
@@ -398,12 +411,26 @@ def test_no_payload_carries_another_clients_name_or_figure(engine, receiver):
         assert numbers <= set(figures[own])
 
 
-def test_smtp_mail_to_each_destinations_addresses_once(engine, tmp_path: Path):
-    got: list[tuple[Envelope, Message]] = []
+@dataclass
+class Mailbox:
+    """A real SMTP server (aiosmtpd) on 127.0.0.1 that logs in tc-user/tc-pass and keeps
+    every message."""
+
+    port: int
+    got: list[tuple[Envelope, Message]] = field(default_factory=list)
+
+    def take(self) -> list[tuple[Envelope, Message]]:
+        got, self.got = self.got, []
+        return got
+
+
+@pytest.fixture(scope="module")
+def mailbox() -> Iterator[Mailbox]:
+    box = Mailbox(free_port())
 
     class Handler:
         async def handle_DATA(self, server: object, session: object, envelope: Envelope) -> str:
-            got.append((envelope, message_from_bytes(envelope.content)))  # type: ignore[arg-type]
+            box.got.append((envelope, message_from_bytes(envelope.content)))  # type: ignore[arg-type]
             return "250 OK"
 
     def authenticator(server, session, envelope, mechanism, auth_data) -> AuthResult:
@@ -411,38 +438,42 @@ def test_smtp_mail_to_each_destinations_addresses_once(engine, tmp_path: Path):
             auth_data.login, auth_data.password) == (b"tc-user", b"tc-pass")  # fmt: skip
         return AuthResult(success=ok)
 
-    port = free_port()
-    controller = Controller(Handler(), hostname="127.0.0.1", port=port,
+    controller = Controller(Handler(), hostname="127.0.0.1", port=box.port,
                             authenticator=authenticator, auth_require_tls=False)  # fmt: skip
     controller.start()
-    try:
-        settings = AlertSettings.model_validate(
-            {
-                "destinations": {
-                    "am-eve": {"email": ["eve@example.com", "eve2@example.com"]},
-                    "finance": {"email": ["fin@example.com"]},
-                },
-                "smtp": {
-                    "host": "127.0.0.1",
-                    "port": port,
-                    "sender": "tenantcost@example.org",
-                    "username_env": "TC_SMTP_USER",
-                    "password_env": "TC_SMTP_PASS",
-                },
-                "routes": [{"clients": ["mail-c"], "to": ["am-eve"]}],
-                "catch_all": ["finance"],
-            }
-        )
-        spike = anomaly("mail-c", "2026-11-10", 8_000_000, 2_000_000)
-        doc = document(
-            [client("mail-c", "within", 1, 2), client("mail-other", "within", 3, 4)],
-            [spike, anomaly("mail-other", "2026-11-10", 9_000_000, 2_000_000)],
-        )
-        env = {**SECRETS, "TC_SMTP_USER": "tc-user", "TC_SMTP_PASS": "tc-pass"}
-        reports = [notify(engine, settings, doc, month_closed=False, catalog=None, environ=env,
-                          backoff=BACKOFF) for _ in range(2)]  # fmt: skip
-    finally:
-        controller.stop()
+    yield box
+    controller.stop()
+
+
+def smtp(mailbox: Mailbox) -> dict[str, Any]:
+    return {"host": "127.0.0.1", "port": mailbox.port, "sender": "tenantcost@example.org",
+            "username_env": "TC_SMTP_USER", "password_env": "TC_SMTP_PASS"}  # fmt: skip
+
+
+MAIL_ENV = {**SECRETS, "TC_SMTP_USER": "tc-user", "TC_SMTP_PASS": "tc-pass"}
+
+
+def test_smtp_mail_to_each_destinations_addresses_once(engine, mailbox: Mailbox):
+    mailbox.take()
+    settings = AlertSettings.model_validate(
+        {
+            "destinations": {
+                "am-eve": {"email": ["eve@example.com", "eve2@example.com"]},
+                "finance": {"email": ["fin@example.com"]},
+            },
+            "smtp": smtp(mailbox),
+            "routes": [{"clients": ["mail-c"], "to": ["am-eve"]}],
+            "catch_all": ["finance"],
+        }
+    )
+    spike = anomaly("mail-c", "2026-11-10", 8_000_000, 2_000_000)
+    doc = document(
+        [client("mail-c", "within", 1, 2), client("mail-other", "within", 3, 4)],
+        [spike, anomaly("mail-other", "2026-11-10", 9_000_000, 2_000_000)],
+    )
+    reports = [notify(engine, settings, doc, month_closed=False, catalog=None,
+                      environ=MAIL_ENV, backoff=BACKOFF) for _ in range(2)]  # fmt: skip
+    got = mailbox.take()
     assert [(r.sent, r.already_sent) for r in reports] == [(3, 0), (0, 3)]
     to_eve = [m for e, m in got if e.rcpt_tos == ["eve@example.com", "eve2@example.com"]]
     assert len(got) == 3 and len(to_eve) == 1
@@ -459,7 +490,8 @@ def test_smtp_mail_to_each_destinations_addresses_once(engine, tmp_path: Path):
                                                       "fin@example.com"]  # fmt: skip
 
 
-def test_settings_mistakes_are_one_line_before_anything_is_claimed(engine, receiver):
+def test_settings_mistakes_are_one_line_before_anything_is_claimed(engine, receiver,
+                                                                   monkeypatch):  # fmt: skip
     doc = document([client("mistake-c", "within", 1, 2)],
                    [anomaly("mistake-c", "2026-11-11", 9_000_000, 1_000_000)])  # fmt: skip
     with pytest.raises(InputError, match=r"--notify needs an `alerts:` section"):
@@ -484,23 +516,55 @@ def test_settings_mistakes_are_one_line_before_anything_is_claimed(engine, recei
     ):
         notify(engine, hooks(receiver), doc, month_closed=False,
                catalog=pd.DataFrame({"client": ["x"], "name": ["X"]}), environ=SECRETS)  # fmt: skip
+    monkeypatch.setenv("ALL_PROXY", "socks5://user:secret@127.0.0.1:1080")
+    with pytest.raises(InputError, match=r"^alerts.destinations.am-alice.webhook: the proxy for "
+                       r"http URLs is not an http:// proxy URL \(scheme 'socks5'\)") as bad:
+        notify(engine, hooks(receiver), doc, month_closed=False, catalog=catalog({}),
+               environ=SECRETS)  # fmt: skip
+    assert "secret" not in str(bad.value)  # the proxy URL's password is never quoted
+    monkeypatch.delenv("ALL_PROXY")
     rows = month_deliveries(engine, MONTH)
     assert "mistake-c" not in set(rows["client"]) and receiver.take() == []
 
 
-def test_a_claim_held_by_another_run_is_left_until_it_is_stale(engine):
+def test_a_claim_is_taken_over_when_stale_or_its_process_is_gone(engine):
+    """Another run's live claim is left alone (busy); a claim older than the bound, or held
+    by a process of this host that has died, is taken over at once."""
     mine = Delivery("claim-key", "am-x", "webhook", MONTH, "claim-c", "anomaly")
-    assert claim(engine, [mine]).mine == [mine]
-    held = claim(engine, [mine])
+    other_run = Claimant()  # this process, another run: alive
+    assert claim(engine, [mine], other_run).mine == [mine]
+    held = claim(engine, [mine], Claimant())
     assert (held.mine, held.busy, held.already_sent) == ([], [mine], [])
     t = table(AlertDelivery)
-    with engine.begin() as connection:
-        connection.execute(update(t).where(t.c.alert_key == "claim-key").values(
-            last_attempt_at=utcnow() - timedelta(minutes=16)))  # fmt: skip
-    assert claim(engine, [mine]).mine == [mine]
+
+    def held_by(claimant: str, age: timedelta = timedelta(0)) -> None:
+        with engine.begin() as connection:
+            connection.execute(update(t).where(t.c.alert_key == "claim-key").values(
+                status="sending", claimed_by=claimant, claimed_at=utcnow() - age))  # fmt: skip
+
+    me = Claimant()
+    elsewhere = Claimant(host="another-host", pid=os.getpid())
+    held_by(elsewhere.text())
+    assert claim(engine, [mine], me).busy == [mine]  # another host's process: never judged
+    held_by(elsewhere.text(), timedelta(minutes=16))
+    assert claim(engine, [mine], me).mine == [mine]  # but its claim goes stale
+    gone_pid = subprocess.Popen(["true"])  # a finished, reaped process: its id is free
+    gone_pid.wait()
+    held_by(Claimant(pid=gone_pid.pid).text())
+    taken = claim(engine, [mine], me)
+    assert taken.mine == [mine], "a dead process of this host holds nothing"
+    row = month_deliveries(engine, MONTH).set_index("client").loc["claim-c"]
+    assert (row["status"], row["claimed_by"]) == ("sending", me.text())
+    assert not renew(engine, mine, other_run) and renew(engine, mine, me)
 
 
-def test_routes_by_the_stored_catalog(tmp_path: Path, receiver: Receiver):
+def test_routes_by_the_stored_catalog_and_a_name_that_breaks_a_mail_fails_alone(
+    tmp_path: Path, receiver: Receiver, mailbox: Mailbox
+):
+    """Routes by the stored catalog's column; then a catalog name with CR/LF, written straight
+    into the store (as `catalog load` accepted it before the stored-text rule): its e-mail
+    cannot be built (ValueError in the Subject). That delivery alone fails, with a one-line
+    reason, and is tried again by the next run; every other e-mail and webhook is sent."""
     url = f"sqlite:///{tmp_path / 'store.db'}"
     where = ["--db", url, "--data", str(tmp_path / "data")]
     assert CliRunner().invoke(app, ["db", "upgrade", *where]).exit_code == 0
@@ -523,7 +587,108 @@ def test_routes_by_the_stored_catalog(tmp_path: Path, receiver: Receiver):
                     for c in ("client-a", "client-b", "client-c")])  # fmt: skip
     report = notify(store, settings, doc, month_closed=False, catalog=routing_catalog(store),
                     environ=SECRETS, backoff=BACKOFF)  # fmt: skip
-    store.dispose()
     assert (report.sent, report.unrouted) == (2, 1)
     got = sorted((verify(g)["client"], g.payload["client_name"]) for g in receiver.take())
     assert got == [("client-a", "Acme Analytics"), ("client-b", "Bolt Imports")]
+
+    broken = "Acme\r\nBcc: someone@example.com"
+    with store.begin() as connection:
+        connection.execute(update(table(CatalogClient)).where(
+            table(CatalogClient).c.client == "client-a").values(name=broken))  # fmt: skip
+    everyone = AlertSettings.model_validate({
+        "destinations": {"all": {"webhook": receiver.url("/alice"), "secret_env": "TC_ALICE",
+                                 "email": ["all@example.com"]}},
+        "smtp": smtp(mailbox), "catch_all": ["all"]})  # fmt: skip
+    mailbox.take()
+    runs = [notify(store, everyone, doc, month_closed=False, catalog=routing_catalog(store),
+                   environ=MAIL_ENV, backoff=BACKOFF) for _ in range(2)]  # fmt: skip
+    rows = month_deliveries(store, MONTH).set_index(["destination", "client", "channel"])
+    rows = rows.sort_index()
+    store.dispose()
+    reason = "the e-mail could not be built (ValueError)"
+    assert [(r.sent, r.already_sent, r.failed) for r in runs] == [(5, 0, 1), (0, 5, 1)]
+    assert runs[0].destinations[0].errors == [reason]
+    assert runs[1].failure() == (
+        "error: 1 alert delivery of 2026-11 failed; the next run tries again (reasons above)"
+    )
+    mails = mailbox.take()
+    assert sorted(m["Subject"].split(" (")[0] for _, m in mails) == [
+        "tenantcost alert: Bolt Imports", "tenantcost alert: Cobalt Labs"]  # fmt: skip
+    hooks_got = [verify(g) for g in receiver.take()]
+    assert sorted(h["client_name"] for h in hooks_got) == [broken, "Bolt Imports", "Cobalt Labs"]
+    failed = rows.loc[("all", "client-a", "email")]
+    assert (failed["status"], failed["attempts"], failed["last_error"]) == ("failed", 2, reason)
+    assert (rows.loc["all", "status"] == "sent").sum() == 5
+
+
+def test_two_concurrent_runs_send_each_delivery_once(engine, receiver):
+    """Two `watch --notify` runs at once (two claimants) against a slow receiver: each
+    delivery reaches the receiver once; what one run holds, the other reports as busy."""
+    ids = [f"twin-{i}" for i in range(4)]
+    doc = document([client(c, "within", 1, 2) for c in ids],
+                   [anomaly(c, "2026-11-02", 9_000_000, 1_000_000) for c in ids])  # fmt: skip
+    settings = _by_list(hooks(receiver, bob_clients=ids))
+    reports: list[NotifyReport] = []
+    receiver.delay = 0.1
+    try:
+        runs = [threading.Thread(target=lambda: reports.append(notify(
+            engine, settings, doc, month_closed=False, catalog=None, environ=SECRETS,
+            backoff=BACKOFF, wait=10))) for _ in range(2)]  # fmt: skip
+        for each in runs:
+            each.start()
+        for each in runs:
+            each.join()
+    finally:
+        receiver.delay = 0.0
+    got = sorted(verify(g)["client"] for g in receiver.take())
+    assert got == ids
+    assert sum(r.sent for r in reports) == 4 and sum(r.failed for r in reports) == 0
+    assert sum(r.sent + r.busy + r.already_sent for r in reports) == 8
+
+
+def test_a_run_killed_while_sending_is_retried_at_once_by_the_next(tmp_path, receiver):
+    """SIGKILL a run while its receiver holds the request: its delivery stays `sending`,
+    claimed by a process that is gone; the next run on this host takes it over at once."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = open_engine(resolve_settings(db=url, environ={}), create=True)
+    upgrade(store)
+    spec = {"destinations": {"hang": {"webhook": receiver.url("/hang"),
+                                      "secret_env": "TC_ALICE"}},
+            "catch_all": ["hang"]}  # fmt: skip
+    doc = document([client("killed-c", "within", 1, 2)],
+                   [anomaly("killed-c", "2026-11-03", 9_000_000, 1_000_000)])  # fmt: skip
+    script = (
+        "import json, sys\n"
+        "from tenantcost.config.watch import AlertSettings\n"
+        "from tenantcost.store.engine import open_engine\n"
+        "from tenantcost.store.notify import notify\n"
+        "from tenantcost.store.settings import resolve_settings\n"
+        "spec, doc, secrets = (json.loads(a) for a in sys.argv[2:])\n"
+        "engine = open_engine(resolve_settings(db=sys.argv[1], environ={}))\n"
+        "notify(engine, AlertSettings.model_validate(spec), doc, month_closed=False,\n"
+        "       catalog=None, environ=secrets)\n"
+    )
+    receiver.released.clear()
+    child = subprocess.Popen([sys.executable, "-c", script, url, json.dumps(spec),
+                              json.dumps(doc), json.dumps(SECRETS)])  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not receiver.got and time.monotonic() < deadline and child.poll() is None:
+            time.sleep(0.05)
+        assert receiver.got, "the child never reached the receiver"
+        row = month_deliveries(store, MONTH).iloc[0]
+        assert (row["status"], row["claimed_by"].split(" ")[2]) == ("sending", str(child.pid))
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    finally:
+        receiver.released.set()
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    spec["destinations"]["hang"]["webhook"] = receiver.url("/alice")  # answers at once now
+    report = notify(store, AlertSettings.model_validate(spec), doc, month_closed=False,
+                    catalog=None, environ=SECRETS, backoff=BACKOFF)  # fmt: skip
+    row = month_deliveries(store, MONTH).iloc[0]
+    store.dispose()
+    assert (report.sent, report.busy, row["status"]) == (1, 0, "sent")
+    assert [verify(g)["client"] for g in receiver.take()] == ["killed-c", "killed-c"]

@@ -19,6 +19,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 import pyarrow.parquet as pq
+import pytest
 
 from tenantcost.writers.focus import FOCUS_12_COLUMNS
 
@@ -34,6 +35,7 @@ def _generator() -> ModuleType:
     return module
 
 
+@pytest.mark.timing
 def test_generator_writes_a_correct_small_focus_file_in_seconds(tmp_path: Path) -> None:
     billing_data = _generator()
     out = tmp_path / "billing.parquet"

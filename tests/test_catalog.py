@@ -188,3 +188,20 @@ def test_catalog_load_refusals_write_nothing(tmp_path):
             assert connection.execute(select(func.count()).select_from(table(model))).scalar() == 0
     engine.dispose()
     assert runner.invoke(app, ["catalog", "load", str(good), *where]).exit_code == 0
+
+
+def test_catalog_text_follows_the_stored_text_rule(tmp_path):
+    """A CR/LF in a name (it would break the e-mail headers of `watch --notify`), a NUL in a
+    plan (PostgreSQL cannot store it) and a control character in a client id are refused at
+    load, in one line naming row and column; CSV and Parquet alike."""
+    crlf = write(tmp_path, 'a,"Acme\r\nBcc: x@example.com",pro')
+    with pytest.raises(InputError, match=r"row 2, column 'name': name holds a control "
+                       r"character U\+000D at character 5"):  # fmt: skip
+        read_catalog(crlf, "USD")
+    parquet = tmp_path / "catalog.parquet"
+    pq.write_table(pa.table({"client": ["a", "b"], "plan": ["pro", "p\x00"]}), parquet)
+    with pytest.raises(InputError, match=r"row 2, column 'plan': plan holds a control"):
+        read_catalog(parquet, "USD")
+    bell = write(tmp_path, "a\x07b")
+    with pytest.raises(InputError, match=r"row 2, column 'client': client id holds"):
+        read_catalog(bell, "USD")

@@ -202,12 +202,23 @@ timestamp_text = st.one_of(
 @settings(max_examples=100, deadline=None)
 @given(cells=st.lists(st.one_of(st.none(), timestamp_text), max_size=30))
 def test_timestamps_parsed_once_per_distinct_text_equal_parsing_every_cell(cells):
-    """Each distinct text is parsed once; the result is that of parsing every cell."""
-    from tenantcost.readers.canonical import _parse_distinct
+    """Each distinct text is parsed once (``tenantcost.instants``); a cell it accepts has the
+    value parsing that cell alone gives, and a cell it refuses is unreadable alone, or its
+    offset or instant is outside the accepted range."""
+    from tenantcost.instants import EARLIEST, LATEST, _checked, _Problem
 
     values = pd.Series(cells, dtype="str")
     every = pd.to_datetime(values.fillna("").str.strip(), utc=True, format="ISO8601",
                            errors="coerce")
-    pd.testing.assert_series_equal(_parse_distinct(values), every, check_dtype=False,
+    parsed, problems = _checked(values)
+    accepted = problems == _Problem.NONE
+    pd.testing.assert_series_equal(parsed[accepted], every[accepted], check_dtype=False,
                                    check_names=False)
-    assert _parse_distinct(values).dtype == every.dtype or values.empty
+    assert parsed[~accepted & (problems != _Problem.OUTSIDE)].isna().all()
+    for cell, alone, problem in zip(values, every, problems, strict=True):
+        if problem in (_Problem.EMPTY, _Problem.UNREADABLE):
+            assert pd.isna(alone), cell
+        elif problem == _Problem.OUTSIDE:
+            assert pd.isna(alone) or not EARLIEST <= alone <= LATEST, cell
+        elif problem == _Problem.NONE:
+            assert EARLIEST <= alone <= LATEST, cell

@@ -129,24 +129,37 @@ def test_parquet_streaming_equals_in_memory_allocation(dataset: Path) -> None:
         pd.testing.assert_frame_equal(frame, _tables(streamed)[name], obj=name)
 
 
+@pytest.fixture(scope="module")
+def half_days(dataset: Path):
+    """The dataset streamed in 12 h chunks, once per module: the result the others equal.
+    Tests only read it."""
+    return _stream(dataset, chunk=pd.Timedelta("12h"))
+
+
+@pytest.fixture(scope="module")
+def hours(dataset: Path):
+    """The dataset streamed an hour at a time, once per module (read only)."""
+    return _stream(dataset, chunk=pd.Timedelta("1h"))
+
+
 @pytest.mark.parametrize("chunk", ["1h", "1D", "3D"])
-def test_chunk_size_does_not_change_any_figure(dataset: Path, chunk: str) -> None:
+def test_chunk_size_does_not_change_any_figure(
+    dataset: Path, half_days, hours, chunk: str
+) -> None:
     """Measures too: they are summed over chunks as exact integers, not as floats."""
-    base = _stream(dataset, chunk=pd.Timedelta("12h"))
-    other = _stream(dataset, chunk=pd.Timedelta(chunk))
-    pd.testing.assert_frame_equal(base.lines, other.lines, check_exact=True)
-    assert base.unattributed["amount"].sum() == other.unattributed["amount"].sum()
+    other = hours if chunk == "1h" else _stream(dataset, chunk=pd.Timedelta(chunk))
+    pd.testing.assert_frame_equal(half_days.lines, other.lines, check_exact=True)
+    assert half_days.unattributed["amount"].sum() == other.unattributed["amount"].sum()
 
 
-def test_fold_batches_do_not_change_any_figure(dataset: Path, monkeypatch) -> None:
+def test_fold_batches_do_not_change_any_figure(dataset: Path, hours, monkeypatch) -> None:
     """Folding after every chunk gives the figures of folding once at the end."""
     import tenantcost.engine.fold as fold
 
-    once = _stream(dataset, chunk=pd.Timedelta("1h"))
     monkeypatch.setattr(fold, "FOLD_ROWS", 1)
     every = _stream(dataset, chunk=pd.Timedelta("1h"))
-    pd.testing.assert_frame_equal(once.lines, every.lines, check_exact=True)
-    measured = once.lines[once.lines["kind"] != "direct"]
+    pd.testing.assert_frame_equal(hours.lines, every.lines, check_exact=True)
+    measured = hours.lines[hours.lines["kind"] != "direct"]
     assert (measured["measure"] > 0).all() and (measured["share"] <= 1).all()
 
 
@@ -158,8 +171,8 @@ def cluster():
         yield local
 
 
-def test_dask_engine_equals_local_engine_to_the_unit(dataset: Path, cluster) -> None:
-    local = _stream(dataset, chunk=pd.Timedelta(hours=12))
+def test_dask_engine_equals_local_engine_to_the_unit(dataset: Path, half_days, cluster) -> None:
+    local = half_days
     with DaskEngine(scheduler=cluster.scheduler_address) as engine:
         distributed = _stream(dataset, chunk=pd.Timedelta(hours=12), engine=engine)
     for name, frame in _tables(local).items():

@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 from tenantcost.bridge import Effect
 from tenantcost.cli import app
 from tenantcost.money import round_for_display
+from tenantcost.report.changes import effect_labels
 from tenantcost.report.display import format_units
 from tests.test_bridge import worked_example
 from tests.test_report import _scenario as rule_change_scenario
@@ -265,7 +266,7 @@ def expected_rows(doc: dict[str, Any], places: int) -> list[list[str]]:
     for label, unit, effect in zip(labels, units, effects, strict=True):
         if unit:
             sign = "+" if unit > 0 else ""
-            rows.append([label, sign + format_units(unit, places), effect])
+            rows.append([label, sign + format_units(unit, places), effect_labels(effect)])
     rows.append([f"{doc['month']} (this period)", format_units(ends[1], places), ""])
     return rows
 

@@ -131,7 +131,8 @@ def test_the_issue_case_reproduced_then_fixed():
 def pack(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("figures-pack")
     done = runner.invoke(app, ["report", "--config", str(EXAMPLE / "rules.yaml"), "--month",
-                               MONTH, "--format", "html,md,pdf", "--out", str(out)])  # fmt: skip
+                               MONTH, "--format", "html,md,pdf", "--view", "internal",
+                               "--out", str(out)])  # fmt: skip
     assert done.exit_code == 0, done.output
     return out
 
@@ -231,7 +232,10 @@ def test_the_service_shows_one_figure_everywhere_and_labels_a_reopened_run(
     base = f"/api/v1/clients/client-a/months/{MONTH}/sheet"
     sheet = soup(manager.get(f"{base}.html").text)
     assert sheet.find(id="total").get_text(strip=True) == "0.1234 USD"
-    files = provenance_files(sheet)
+    assert not any(n in str(sheet) for n in ("rules.yaml", "usage.csv", "costs.json"))
+    # the client's view names no input file; finance's internal view names them, no folders
+    internal = finance.get(f"{base}.html", params={"view": "internal"})
+    files = provenance_files(soup(internal.text))
     assert len(files) == 3 and not any("/" in f or "\\" in f for f in files), files
     assert files[0].startswith("stored rule file ") and files[0].endswith("rules.yaml)")
     assert sorted(files[1:]) == ["batch 1: usage.csv", "batch 2: costs.json"], files
@@ -239,7 +243,7 @@ def test_the_service_shows_one_figure_everywhere_and_labels_a_reopened_run(
     assert "| **Total** | **0.1234 USD** |" in md
     for text in (str(sheet), md):
         assert "demo_data" not in text and served.data not in text  # no server directories
-    pdf = manager.get(f"{base}.pdf", timeout=120)
+    pdf = finance.get(f"{base}.pdf", params={"view": "internal"}, timeout=120)  # keys table
     assert pdf.status_code == 200
     assert_captions_with_tables(pdf_pages(pdf.content, tmp_path))
 

@@ -8,9 +8,12 @@ import json
 import shutil
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+
+from tests.invoice_data import ec2_instance, nat_processing, savings_plan_fee, write_focus_csv
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "invoice-close"
 
@@ -131,3 +134,47 @@ def test_the_pack_alternative_keys_run_on_billed_money() -> None:
     )  # type: ignore[arg-type]
     assert main.reference_total == other.reference_total == 791_696
     assert main.client_totals()["amount"].sum() == other.client_totals()["amount"].sum()
+
+
+def test_hours_without_cost_data_carry_no_external_cost(example: Path) -> None:
+    """Issue 35: the seed-004 hour (one OpenCost window) on an invoice with an hourly node
+    line, a daily NAT line and a monthly Savings Plan fee. The month charges the external
+    cost on the one window with cost data, as it does without billing data, and names the
+    billed amounts of the 719 other hours on their own line; `--from/--to` on the hour
+    leaves them outside the period."""
+    hour = datetime(2026, 11, 3, 10, tzinfo=UTC)
+    day, month = datetime(2026, 11, 3, tzinfo=UTC), datetime(2026, 11, 1, tzinfo=UTC)
+    rows = [
+        ec2_instance(hour, hour + timedelta(hours=1), cluster="cluster-one",
+                     instance="i-0a1b2c3d4e5f60718", effective="0.3703567890",
+                     list_price="0.57844", savings_plan="0.3703567890"),
+        nat_processing(day, day + timedelta(days=1), amount="0.4632920000"),
+        savings_plan_fee(month, datetime(2026, 12, 1, tzinfo=UTC), fee="288"),
+    ]  # fmt: skip
+    write_focus_csv(example / "billing" / "2026-11" / "focus.csv", rows)
+    rules = str(example / "rules.yaml")
+
+    def invoice(*period: str) -> dict[str, dict[str, int]]:
+        done = cli("allocate", "--config", rules, "--format", "json", *period)
+        assert done.returncode == 0, done.stderr
+        doc = json.loads(done.stdout)
+        inv = doc["invoice"]
+        assert inv["gap"] == 0 and inv["billed_total"] == 288_463_292  # the fee, the NAT day
+        lines = {line["name"]: line for line in inv["lines"]}
+        # finance reconciles the clients line to the statements
+        assert lines["clients"]["amount"] == sum(c["amount"] for c in doc["clients"]) > 0
+        return lines
+
+    month_lines = invoice("--month", "2026-11")
+    assert month_lines["external costs"]["amount"] == -65_000  # was -46.800000 (720 hours)
+    assert month_lines["billed without cost data"] == {
+        "part": "no cost data", "name": "billed without cost data", "amount": 443_988,
+        "hours": 719, "to_clients": 0}  # fmt: skip  # no client has usage in those hours
+    assert month_lines["unattributed"]["amount"] == 0  # was 46.735 external + the NAT hours
+    hour_lines = invoice("--from", "2026-11-03T10:00:00Z", "--to", "2026-11-03T11:00:00Z")
+    assert hour_lines["external costs"]["amount"] == -65_000
+    assert hour_lines["outside the period"]["amount"] == 443_988
+    assert "billed without cost data" not in hour_lines
+    text = cli("reconcile", "--config", rules, "--against", "invoice", "--month", "2026-11")
+    assert "(1 windows, 1 h)" in text.stdout.splitlines()[0]
+    assert "billed without cost data (719 h; 0.000000 charged to clients)" in text.stdout

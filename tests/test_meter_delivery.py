@@ -17,13 +17,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,11 +62,24 @@ class Served:
 
     def totals(self, day: int) -> Totals:
         """Stored (window_start, client) -> (requests, cpu_seconds) of one day of December
-        (every service the meter posts is ``api``, named by the example's rules)."""
-        period = Period(
-            pd.Timestamp(f"2026-12-{day:02d}", tz="UTC"),
-            pd.Timestamp(f"2026-12-{day:02d}", tz="UTC") + pd.Timedelta(days=1),
-        )
+        (every service the meter posts is ``api``, named by the example's rules), but the
+        clients of the tests of a whole ``Meter`` (``meter-...``), which count today's hours."""
+        start = pd.Timestamp(f"2026-12-{day:02d}", tz="UTC")
+        period = Period(start, start + pd.Timedelta(days=1))
+        return self._totals(period, lambda client: not client.startswith("meter-"))
+
+    def requests_now(self, prefix: str) -> dict[str, int]:
+        """Stored requests per client whose id starts with ``prefix``, around now (where a
+        ``Meter`` counts)."""
+        today = pd.Timestamp.now(tz="UTC").floor("D")
+        period = Period(today - pd.Timedelta(days=1), today + pd.Timedelta(days=2))
+        out: dict[str, int] = {}
+        for (_, client), (requests, _) in self._totals(period, lambda c: c.startswith(prefix)
+                                                       ).items():  # fmt: skip
+            out[client] = out.get(client, 0) + requests
+        return out
+
+    def _totals(self, period: Period, keep: Callable[[str], bool]) -> Totals:
         store = Store(
             open_engine(resolve_settings(db=self.db, environ={})), DataDir(str(self.data))
         )
@@ -76,6 +91,7 @@ class Served:
         if source is None:
             return {}
         frame = con.execute(source.relation(con)).df()
+        frame = frame[frame["client"].map(keep).astype(bool)].copy()
         frame["hour"] = frame["window_start"].dt.strftime("%Y-%m-%dT%H:00:00Z")
         sums = frame.groupby(["hour", "client"])[["requests", "cpu_seconds"]].sum()
         return {key: (int(row.requests), float(row.cpu_seconds))
@@ -397,6 +413,7 @@ def test_backoff_spool_leftovers_and_a_damaged_file(
     assert len(spooled(tmp_path)) == 1
 
 
+@pytest.mark.timing
 def test_a_server_that_never_answers_is_a_timeout_and_a_flush_from_a_signal_handler_returns(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -470,10 +487,207 @@ def test_big_flushes_are_cut_and_a_failed_submit_spools_nothing(
         return real(path, text)
 
     monkeypatch.setattr(_spool, "_write_synced", disk_full_at_the_second)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(_delivery.Unspooled, match="No space left") as failed:
         meter.submit(records)
+    assert failed.value.records == records  # all of them are given back, none is on disk
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rejected"]
     monkeypatch.setattr(_spool, "_write_synced", real)
     meter.submit(records)
     bodies = [json.loads(p.read_text())["body"]["records"] for p in spooled(tmp_path)]
     assert [r for b in bodies for r in b] == records
+
+
+def test_a_rename_failing_midway_gives_back_only_the_batches_not_spooled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two batches (two months); the folder fails between the renames: the first batch is on
+    disk (it will be posted), so only the second's records come back to the meter."""
+    from tenantcost_meter import _delivery, _spool
+
+    records = [cell(30, 23, "client-a", 1, 0.0, month=11), cell(1, 0, "client-a", 2, 0.0)]
+    meter = Delivery("http://127.0.0.1:9", "tc_x", tmp_path)
+    real, calls = os.replace, []
+
+    def second_rename_fails(src: Any, dst: Any) -> None:
+        calls.append(dst)
+        if len(calls) == 2:
+            raise FileNotFoundError(2, "No such file or directory")
+        real(src, dst)
+
+    monkeypatch.setattr(_spool.os, "replace", second_rename_fails)
+    with pytest.raises(_delivery.Unspooled) as failed:
+        meter.submit(records)
+    monkeypatch.setattr(_spool.os, "replace", real)
+    assert failed.value.records == records[1:]
+    assert [json.loads(p.read_text())["body"]["records"] for p in spooled(tmp_path)] == [
+        records[:1]]  # fmt: skip
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_flush_is_false_when_a_batch_was_rejected(served: Served, tmp_path: Path) -> None:
+    """A batch for the closed month 2026-11 is refused for good (409): flush() says False,
+    although everything else was stored; the next flush, with nothing refused, says True."""
+    from tenantcost_meter import Meter
+
+    meter = Meter("api", served.service.url, served.token, flush_seconds=3600,
+                  spool_dir=tmp_path)  # fmt: skip
+    try:
+        meter._stop.set()  # no flusher: this test's flushes are the only deliveries
+        assert meter._thread is not None
+        meter._thread.join(timeout=30)
+        meter._delivery.submit([cell(2, 0, "client-a", 1, 0.0, month=11)])
+        with meter.record(tenant="meter-flush"):
+            pass
+        assert meter.flush(timeout=30) is False
+        assert len(list((tmp_path / "rejected").glob("*.json"))) == 1 and not spooled(tmp_path)
+        assert served.requests_now("meter-flush") == {"meter-flush": 1}
+        assert meter.flush(timeout=30) is True
+    finally:
+        meter.close(timeout=5)
+
+
+@contextmanager
+def tmpfs(folder: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` mounted on ``folder`` (skips the test where mounting is refused)."""
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs",
+                              str(folder)], capture_output=True, text=True)  # fmt: skip
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs (needs root or CAP_SYS_ADMIN): {mounted.stderr}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=True)
+
+
+def fill(folder: Path) -> Path:
+    """A file filling ``folder``'s filesystem to the last byte."""
+    filler = folder / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for chunk in (b"x" * 65536, b"x" * 512):
+            while True:
+                try:
+                    os.write(fd, chunk)
+                except OSError:
+                    break
+    finally:
+        os.close(fd)
+    return filler
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", ["full", "removed"])
+def test_usage_the_spool_cannot_take_is_kept_and_delivered_once_it_can(
+    served: Served, tmp_path: Path, fault: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A real Meter flushing every 0.1 s while its spool's filesystem is full (a small
+    tmpfs), or its folder is removed: nothing is stored, and nothing is lost. Once the
+    filesystem has room again, or the folder is back, every request counted arrives, once."""
+    from tenantcost_meter import Meter
+
+    prefix = f"meter-{fault}-"
+    sent: dict[str, int] = {}
+
+    def requests(meter: Meter, count: int) -> None:
+        for n in range(count):
+            client = prefix + "abc"[n % 3]
+            with meter.record(tenant=client):
+                pass
+            sent[client] = sent.get(client, 0) + 1
+            time.sleep(0.01)
+
+    with ExitStack() as stack:
+        spool = tmp_path / "spool"
+        if fault == "full":
+            spool = stack.enter_context(tmpfs(tmp_path / "fs", "256k")) / "spool"
+        meter = Meter("api", served.service.url, served.token, flush_seconds=0.1,
+                      spool_dir=spool)  # fmt: skip
+        stack.callback(meter.close, timeout=5)
+        requests(meter, 30)
+        assert meter.flush(timeout=30) is True
+        filler = fill(spool.parent) if fault == "full" else None
+        if fault == "removed":
+            shutil.rmtree(spool)
+        with caplog.at_level(logging.WARNING, logger="tenantcost_meter"):
+            requests(meter, 90)  # about a second: ten flushes fail
+            assert meter.flush(timeout=30) is False
+        said = [r.getMessage() for r in caplog.records if "could not be spooled" in r.getMessage()]
+        assert len(said) == 1 and not [r for r in caplog.records if r.levelname == "ERROR"], said
+        assert served.requests_now(prefix) == {prefix + c: 10 for c in "abc"}
+        if filler is not None:
+            filler.unlink()
+        else:
+            spool.mkdir()
+        requests(meter, 30)
+        deadline = time.monotonic() + 60
+        while not meter.flush(timeout=30):
+            assert time.monotonic() < deadline, "the usage kept was not delivered"
+            time.sleep(0.1)
+        assert served.requests_now(prefix) == sent == {prefix + c: 50 for c in "abc"}
+
+
+@contextmanager
+def dripping_server(seconds_per_byte: float) -> Iterator[str]:
+    """A server that reads a request and answers 200, one byte every ``seconds_per_byte``."""
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+    stop = threading.Event()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+
+    def drip(conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(5)
+            try:
+                conn.recv(65536)
+                for byte in answer:
+                    conn.sendall(bytes([byte]))
+                    if stop.wait(seconds_per_byte):
+                        return
+            except OSError:
+                return
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=drip, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        listener.close()
+
+
+@pytest.mark.timing
+def test_close_flush_and_a_post_are_bounded_against_an_answer_dripped_slowly(
+    tmp_path: Path,
+) -> None:
+    """The server drips its 200 a byte every 0.25 s (about 16 s in all), which no socket
+    timeout catches: flush(timeout=1), close(timeout=1) and a POST under the delivery's own
+    timeout each end on time, and the batch stays spooled."""
+    from tenantcost_meter import Meter
+
+    with dripping_server(0.25) as url:
+        took = {}
+        post = Delivery(url, "tc_x", tmp_path / "post", timeout=1.0)
+        post.submit(traffic(13, 1)[0])
+        started = time.monotonic()
+        assert post.deliver() is False
+        took["post"] = time.monotonic() - started
+        meter = Meter("api", url, "tc_x", flush_seconds=3600, spool_dir=tmp_path / "meter")
+        with meter.record(tenant="client-a"):
+            pass
+        started = time.monotonic()
+        assert meter.flush(timeout=1.0) is False
+        took["flush"] = time.monotonic() - started
+        started = time.monotonic()
+        meter.close(timeout=1.0)  # within the backoff: one more attempt, cut at the end
+        took["close"] = time.monotonic() - started
+    assert all(0.8 < seconds < 1.6 for seconds in took.values()), took
+    assert len(spooled(tmp_path / "post")) == 1 and len(spooled(tmp_path / "meter")) == 1

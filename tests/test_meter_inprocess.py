@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -303,3 +305,78 @@ def test_a_flush_spools_the_cells_before_any_post(tmp_path: Path) -> None:
         assert spooled[0]["body"]["mode"] == "sum"
     finally:
         meter.close(timeout=0.1)
+
+
+def test_repeated_wsgi_tenant_headers_count_the_first(meter: Meter) -> None:
+    """waitress joins a header sent twice with ", " in one environ entry: the first counts,
+    as on ASGI (an id holding ", " needs a tenant function, docs/meter.md)."""
+    wsgi = meter.wsgi(lambda environ, start: [b"ok"], tenant_header="X-Tenant-Id")
+    for value in ("hdr-one, hdr-two", "hdr-one", "a,b"):
+        wsgi({"HTTP_X_TENANT_ID": value}, lambda *a: None).close()
+    assert {c: r["requests"] for c, r in cells(meter).items()} == {"hdr-one": 2, "a,b": 1}
+
+
+def test_cells_put_back_merge_and_the_cap_drops_the_oldest_hours_whole() -> None:
+    from tenantcost_meter._cells import Cells
+
+    cells_ = Cells(max_cells=3)
+    for hour, client in [(10, "a"), (10, "b"), (11, "a")]:
+        assert cells_.add(hour, "api", client, 1, 0.5) is None
+    taken = cells_.take()
+    assert taken is not None and len(cells_) == 0
+    cells_.add(11, "api", "a", 2, 0.25)  # counted while the spool refused the taken cells
+    cells_.add(12, "api", "a", 1, 0.25)
+    dropped = cells_.put_back(taken)  # four cells: hour 10 goes, whole
+    assert dropped is not None and (dropped.cells, dropped.requests) == (2, 2)
+    assert dropped.describe() == ("2 cells (2 requests, 1.000000 CPU seconds) of the hours "
+                                  "1970-01-01T10:00:00Z")  # fmt: skip
+    assert cells_.add(13, "api", "b", 1, 0.0) is None
+    assert cells_.add(14, "api", "b", 1, 0.0) is not None  # four again: hour 11 goes
+    records = cells_.records(cells_.take() or {})[0]
+    assert [(r["window_start"][11:13], r["requests"]) for r in records] == [
+        ("12", 1), ("13", 1), ("14", 1)]  # fmt: skip
+    assert cells_.dropped_cells == 3
+
+
+def test_a_spool_that_cannot_be_written_keeps_the_cells_up_to_max_cells(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The spool folder removed: flush() is False, the cells stay in memory (merged with the
+    new ones), a warning says so once; past max_cells the oldest hours are dropped and
+    logged at ERROR with the count; the folder back, one flush spools every cell kept."""
+    spool = tmp_path / "spool"
+    meter = Meter("api", CLOSED, "tc_x", flush_seconds=3600, spool_dir=spool, max_cells=3)
+    now = time.time
+
+    def request_at(hour: int | None, client: str) -> None:
+        monkeypatch.setattr(_meter.time, "time", now if hour is None else lambda: hour * 3600.0)
+        meter._add("api", client, 1, 0.0, 0)
+        monkeypatch.setattr(_meter.time, "time", now)
+
+    try:
+        shutil.rmtree(spool)
+        with caplog.at_level(logging.WARNING, logger="tenantcost_meter"):
+            request_at(1, "old")  # an hour of 1970: the oldest
+            request_at(None, "client-a")
+            assert meter.flush(timeout=1.0) is False
+            request_at(2, "old")
+            assert meter.flush(timeout=1.0) is False
+            request_at(None, "client-a")
+            request_at(3, "old")  # a fourth cell: hour 1 is dropped
+            assert meter.flush(timeout=1.0) is False
+        kept = [r for r in caplog.records if "could not be spooled" in r.getMessage()]
+        assert len(kept) == 1 and kept[0].levelname == "WARNING", kept
+        (error,) = [r for r in caplog.records if r.levelname == "ERROR"]
+        assert "dropped 1 cells (1 requests" in error.getMessage()
+        assert "1 cells dropped in all" in error.getMessage()
+        spool.mkdir()
+        assert meter.flush(timeout=1.0) is False  # spooled; tenantcost is not reachable
+        records = [r for p in spool.glob("*.json")
+                   for r in json.loads(p.read_text())["body"]["records"]]  # fmt: skip
+        assert sorted((r["window_start"][:13], r["client"], r["requests"]) for r in records) == [
+            ("1970-01-01T02", "old", 1), ("1970-01-01T03", "old", 1),
+            (max(r["window_start"][:13] for r in records), "client-a", 2)]  # fmt: skip
+    finally:
+        meter.close(timeout=0.1)
+    with pytest.raises(ValueError, match="max_cells"):
+        Meter("api", CLOSED, "tc_x", spool_dir=tmp_path, max_cells=0)

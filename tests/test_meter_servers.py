@@ -171,13 +171,16 @@ def stored(store: Store, service: str, expected: int, wait: float = 60) -> pd.Da
         time.sleep(0.3)
 
 
-def check(rows: pd.DataFrame, burned: dict[str, float], per_tenant: int, hours: set[str]) -> None:
+def check(rows: pd.DataFrame, burned: dict[str, float], per_tenant: int, hours: set[str],
+          more: dict[str, int] | None = None) -> None:  # fmt: skip
+    """``more``: requests a tenant made besides ``per_tenant`` (burning nothing)."""
     per_client = rows.groupby("client")[["requests", "cpu_seconds"]].sum()
     # no stranger; "" holds the probes start_app sent without a tenant header
     assert sorted(per_client.index) == ["", *sorted(TENANTS)], per_client
     assert per_client.loc["", "requests"] == PROBES, per_client
     for tenant, seconds in burned.items():
-        assert per_client.loc[tenant, "requests"] == per_tenant, per_client
+        extra = (more or {}).get(tenant, 0)
+        assert per_client.loc[tenant, "requests"] == per_tenant + extra, per_client
         cpu = per_client.loc[tenant, "cpu_seconds"]
         assert abs(cpu - seconds) <= 0.1 * seconds, (tenant, cpu, seconds, per_client)
     # each request is in the UTC hour it completed: one of the hours the traffic spanned
@@ -207,14 +210,18 @@ def test_asgi_apps_under_uvicorn_count_each_tenant(
 
 
 def test_flask_under_waitress_counts_each_tenant(store: Store, tmp_path: Path) -> None:
+    """Also a request with two X-Tenant-Id headers, which waitress joins into one environ
+    value ("client-a, client-b"): the first counts, as on ASGI."""
     served = start_app(store, tmp_path, "flask_app", service="flask", server="waitress")
     try:
         start = time.time()
         burned = drive(served, ["/sync"])
-        rows = stored(store, "flask", REQUESTS * len(TENANTS) + PROBES)
+        twice = [("X-Tenant-Id", "client-a"), ("X-Tenant-Id", "client-b")]
+        assert httpx.get(f"{served.url}/sync?ms=0", headers=twice, timeout=60).status_code == 200
+        rows = stored(store, "flask", REQUESTS * len(TENANTS) + PROBES + 1)
     finally:
         stop(served)
-    check(rows, burned, REQUESTS, hours_now(start))
+    check(rows, burned, REQUESTS, hours_now(start), more={"client-a": 1})
 
 
 @pytest.mark.parametrize("case", ["starlette", "workers-no-lifespan", "waitress"])

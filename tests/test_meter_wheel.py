@@ -1,6 +1,7 @@
 """What applications install: the ``tenantcost-meter`` wheel, built as ``pip install ./meter``
 builds it (PEP 517, isolated, from a copy of ``meter/``), installed into a plain venv with no
-other package, meters a WSGI app there and spools its batch, with the standard library only.
+other package (not even pip: the outer pip installs it), meters a WSGI app there and spools
+its batch, with the standard library only.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ import json
 import shutil
 import sys
 from pathlib import Path
+
+import pytest
 
 from .test_wheel import _run
 
@@ -40,6 +43,7 @@ print(json.dumps({"file": tenantcost_meter.__file__, "imported": imported,
 """
 
 
+@pytest.mark.slow  # an isolated PEP 517 build, a venv
 def test_the_meter_wheel_runs_alone_in_a_plain_venv(tmp_path: Path) -> None:
     src = tmp_path / "src"
     shutil.copytree(METER, src, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info",
@@ -48,9 +52,10 @@ def test_the_meter_wheel_runs_alone_in_a_plain_venv(tmp_path: Path) -> None:
     _run([sys.executable, "-m", "build", "--wheel", "--outdir", dist, src], cwd=tmp_path)
     (wheel,) = dist.glob("tenantcost_meter-*.whl")
     venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", venv], cwd=tmp_path)
+    _run([sys.executable, "-m", "venv", "--without-pip", venv], cwd=tmp_path)  # not even pip
     python = venv / "bin" / "python"
-    _run([python, "-m", "pip", "install", "--quiet", "--no-index", wheel], cwd=tmp_path)
+    _run([sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--no-index",
+          wheel], cwd=tmp_path)  # fmt: skip
     spool = tmp_path / "spool"
     done = _run([python, "-c", SCRIPT, spool], cwd=tmp_path)
     shown = json.loads(done.stdout.strip().splitlines()[-1])

@@ -269,6 +269,7 @@ def test_retries_run_out_with_opencost_message(server: OpenCostServer) -> None:
     assert len(server.requests) == 3
 
 
+@pytest.mark.timing
 def test_http_503_forever_hits_total_time_limit(server: OpenCostServer) -> None:
     server.mode = "http503"
     began = time.monotonic()
@@ -282,6 +283,7 @@ def test_http_503_forever_hits_total_time_limit(server: OpenCostServer) -> None:
     assert 2 <= len(server.requests) < 100
 
 
+@pytest.mark.timing
 def test_retry_after_beyond_time_limit_stops_at_once(server: OpenCostServer) -> None:
     server.mode = "http503"
     server.retry_after = "3600"
@@ -293,6 +295,7 @@ def test_retry_after_beyond_time_limit_stops_at_once(server: OpenCostServer) -> 
     assert len(server.requests) == 1
 
 
+@pytest.mark.timing
 def test_short_retry_after_is_honoured(server: OpenCostServer) -> None:
     server.queue("http503")
     server.retry_after = "1"
@@ -333,6 +336,7 @@ def test_bad_answers_name_url_window_and_problem(
     assert problem in text
 
 
+@pytest.mark.timing
 def test_slow_answer_times_out(server: OpenCostServer) -> None:
     server.mode = "slow"
     began = time.monotonic()

@@ -89,7 +89,10 @@ def test_cumulative_increments_reset_and_duplicates() -> None:
     assert total(lower) == 0.0 and len(lower.refused) == 1
     assert "negative increment" in lower.refused["reason"].iloc[0]
     after, _ = run(counter([(T0 + 200 * 10**9, T0 + 360 * 10**9, 1.5)], 2), state)
-    assert total(after) == 1.0  # the refused point became the baseline
+    assert total(after) == 0.75  # from 0.75, the last point accepted: a refused one is no baseline
+    within, _ = run(counter([(T0 + 200 * 10**9, T0 + t * 10**9, v) for t, v in
+                             ((400, 0.5), (420, 2.0), (440, 1.0), (460, 2.5))], 2), state)
+    assert total(within) == 1.25 + 0.5 and len(within.refused) == 2  # in one request too
 
 
 def test_delta_points_add_and_a_retry_does_not() -> None:

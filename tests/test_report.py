@@ -58,9 +58,12 @@ def pdf_text(path: Path) -> str:
     return out.stdout
 
 
-def report(out: Path, *args: str) -> None:
-    result = runner.invoke(app, ["report", *args, "--out", str(out)])
+def report(out: Path, *args: str) -> str:
+    """The command's stdout: the summary of what it wrote."""
+    view = [] if "--view" in args else ["--view", "internal"]  # every item of the sheets
+    result = runner.invoke(app, ["report", *args, *view, "--out", str(out)])
     assert result.exit_code == 0, result.output
+    return result.stdout
 
 
 def soup(path: Path) -> BeautifulSoup:
@@ -621,9 +624,10 @@ def test_no_sheet_shows_another_clients_amount(change_pack, tmp_path):
 def test_client_option_renders_only_that_sheet(tmp_path):
     rules = _scenario(tmp_path)
     out = tmp_path / "one"
-    report(
+    said = report(
         out, "--config", str(rules), "--month", "2026-11", "--client", "globex", "--format", "md"
     )
+    assert said.startswith("wrote 3 files for 1 client(s) to ")  # the summary is on stdout
     assert sorted(p.name for p in (out / "clients").iterdir()) == ["globex.md"]
     index = soup(out / "index.html")
     rows = table(index, "index-table")

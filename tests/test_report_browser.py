@@ -51,7 +51,9 @@ def served(tmp_path_factory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("served")
     runner = CliRunner()
     for name, args in PACKS.items():
-        result = runner.invoke(app, ["report", *args, "--out", str(root / name)])
+        result = runner.invoke(
+            app, ["report", *args, "--view", "internal", "--out", str(root / name)]
+        )
         assert result.exit_code == 0, result.output
     handler = functools.partial(_QuietHandler, directory=str(root))
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)

@@ -72,6 +72,10 @@ ROUTES = [
     Route("GET", C + "/months/{month}/sheet.md", READERS, per_client=True),
     Route("GET", C + "/months/{month}/sheet.pdf", READERS, per_client=True),
     Route("GET", C + "/history", READERS, per_client=True),
+    Route("GET", C + "/trend", READERS, per_client=True),
+    Route("GET", C + "/unit-cost-trend?format=csv", READERS, per_client=True),
+    # movers: account managers too, among their own clients (no previous month here: empty)
+    Route("GET", "/api/v1/months/{month}/movers", READERS),
     Route("GET", "/api/v1/months/{month}/reconciliation", ISSUED),
     Route("GET", "/api/v1/months/{month}/reconciliation?against=invoice", CLUSTER, ok=404),
     Route("GET", "/api/v1/months/{month}/compare?keys=requests,cpu_seconds", ISSUED),
@@ -175,15 +179,18 @@ def test_an_account_manager_lists_and_searches_only_its_own_clients(served: Serv
     headers = {"Authorization": f"Bearer {served.tokens['account-manager']}"}
     url = served.service.url + "/api/v1/clients"
     every = httpx.get(url, headers=headers).json()
-    assert every == {"items": [{"id": "client-a", "name": None}, {"id": "client-c", "name": None}],
-                     "page": 1, "per_page": 50, "total": 2}  # fmt: skip  (no catalog: no names)
+    assert [i["id"] for i in every["items"]] == ["client-a", "client-c"]  # by amount, desc
+    assert every["total"] == 2 and (every["page"], every["per_page"]) == (1, 50)
+    assert {i["name"] for i in every["items"]} == {None}  # no catalog: no names
     assert httpx.get(url, params={"q": "B"}, headers=headers).json()["total"] == 0
     admin = {"Authorization": f"Bearer {served.tokens['admin']}"}
     found = httpx.get(url, params={"q": "B"}, headers=admin).json()
-    assert found["items"] == [{"id": "client-b", "name": None}] and found["total"] == 1
-    page2 = httpx.get(url, params={"per_page": 2, "page": 2}, headers=admin).json()
-    assert page2 == {"items": [{"id": "client-c", "name": None}], "page": 2, "per_page": 2,
-                     "total": 3}  # fmt: skip
+    assert [(i["id"], i["name"], i["statement"]) for i in found["items"]] == [
+        ("client-b", None, True)]  # fmt: skip
+    assert found["total"] == 1
+    page2 = httpx.get(url, params={"per_page": 2, "page": 2, "sort": "id"}, headers=admin).json()
+    assert [i["id"] for i in page2["items"]] == ["client-c"]
+    assert (page2["page"], page2["per_page"], page2["total"]) == (2, 2, 3)
     assert httpx.get(url, params={"per_page": 501}, headers=admin).status_code == 422
 
 
@@ -208,6 +215,12 @@ def test_an_account_managers_figures_name_no_other_client(served: Served) -> Non
 
 def test_bad_tokens_are_401_and_denials_are_logged_without_the_token(served: Served) -> None:
     url = served.service.url + "/api/v1/months"
+    # this test's own denials (the module's server is shared: other tests may not have run)
+    other = httpx.get(f"{served.service.url}/api/v1/clients/{OTHER}",
+                      headers={"Authorization": f"Bearer {served.tokens['account-manager']}"})
+    assert other.status_code == 404
+    ingest = httpx.get(url, headers={"Authorization": f"Bearer {served.tokens['ingest']}"})
+    assert ingest.status_code == 403
     for header in ("Bearer tc_not-a-real-token", "Bearer", "Basic dXNlcjpwYXNz",
                    f"Token {served.tokens['admin']}"):  # fmt: skip
         answer = httpx.get(url, headers={"Authorization": header})

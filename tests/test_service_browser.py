@@ -64,7 +64,8 @@ def log_in_with_keyboard(page, url: str, token: str) -> None:
     assert page.evaluate("document.activeElement.id") == "token"  # focused on arrival
     page.keyboard.type(token)
     page.keyboard.press("Enter")
-    page.wait_for_url(url + "/clients")
+    page.wait_for_url(lambda u: "/login" not in u)  # the role's landing (GET / answers 303)
+    page.goto(url + "/clients")
 
 
 def test_account_manager_searches_opens_a_sheet_downloads_the_pdf_and_meets_404(
@@ -83,7 +84,7 @@ def test_account_manager_searches_opens_a_sheet_downloads_the_pdf_and_meets_404(
     assert rows.count() == 1 and "client-a" in rows.first.inner_text()
     assert "client-b" not in page.content()
     page.get_by_role("link", name="client-a").click()
-    page.wait_for_url(url + "/clients/client-a")
+    page.wait_for_url(url + f"/clients/client-a?month={MONTH}")
     check_page(page)
     assert page.locator("#amount").inner_text() == "0.1234 USD"  # one rounding: every page reads it
     assert page.locator("#status").inner_text().lower() == "issued"
@@ -157,6 +158,7 @@ def test_finance_closes_reopens_with_a_reason_and_closes_again(browser, open_sto
     check_page(page)
     assert page.locator("#state").inner_text().lower() == "open"
     assert page.locator("#cascade-table").count() == 1  # the draft run's cascade
+    page.get_by_text("Close…").click()  # the form behind its button
     box = page.get_by_label("Close even though hours lack costs or usage")
     assert not box.is_checked()  # incomplete, yet never pre-ticked: one click issues nothing
     box.check()
@@ -174,6 +176,7 @@ def test_finance_closes_reopens_with_a_reason_and_closes_again(browser, open_sto
     assert page.locator("#revision").inner_text() == "1"
     assert page.locator("#state").inner_text().lower() == "closed"
 
+    page.get_by_text("Reopen…").click()
     page.get_by_label("Reason (finance and admin only)").fill(
         "client-b's API requests were under-counted"
     )
@@ -183,6 +186,7 @@ def test_finance_closes_reopens_with_a_reason_and_closes_again(browser, open_sto
     assert page.locator("#state").inner_text().lower() == "open"
     correct_usage(open_store)
     page.reload()
+    page.get_by_text("Close…").click()
     page.get_by_label("Close even though hours lack costs or usage").check()
     page.get_by_role("button", name=f"Close {MONTH}").click()
     page.get_by_role("button", name=f"Close {MONTH} incomplete").click()

@@ -38,6 +38,7 @@ EXAMPLES_PER_ROUTE = {"sqlite": 12, "postgresql": 6}
 METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS")
 PARAM = re.compile(r"\{([^}:]+)(?::[^}]+)?\}")
 QUERY_KEYS = ("q", "page", "per_page", "month", "keys", "mode", "next", "logged_out", "done")
+QUERY_KEYS = (*QUERY_KEYS, "view")  # the sheets' ?view=client|internal
 GOOD_SEGMENTS = (MONTH, "client-a", "client-b", "team~2Fa", "%E5%AE%A2%E6%88%B7", "a~7Eb",
                  "sheet.pdf", "no-such-token")  # fmt: skip
 BAD_SEGMENTS = ("..", ".", "~", "~~", "~0", "~2F", "~00", "~ED~A0~80", "~FF", "%00", "%2F",

@@ -269,3 +269,51 @@ def test_an_expiry_past_any_date_is_refused_by_the_api_and_the_cli(served: Serve
     )
     longest = served.post("/api/v1/tokens", b'{"role": "admin", "expires": "36500d"}')
     assert longest.status_code == 201 and longest.json()["expires_at"] > "2125"
+
+
+OUTSIDE_MONTHS = ("0000-01", "9999-12", "1999-12", "2100-01")
+"""Well formed (``YYYY-MM``) but outside 2000-01 .. 2099-12: 500s and tracebacks before."""
+
+
+def test_months_outside_the_range_are_422_and_one_cli_line(served: Served, tmp_path) -> None:
+    from sqlalchemy import create_engine, func, select
+
+    from tenantcost.store.models import BudgetVersion, table
+
+    for month in OUTSIDE_MONTHS:
+        for path in (f"/api/v1/batches?month={month}", f"/months/{month}",
+                     f"/api/v1/months/{month}/compare?keys=requests",
+                     f"/api/v1/months/{month}/reconciliation", f"/pricing?month={month}",
+                     f"/api/v1/clients/client-a/months/{month}", f"/clients/client-a?month={month}",
+                     f"/api/v1/months/{month}/unit-economics"):  # fmt: skip
+            answer = served.get(path)
+            assert answer.status_code == 422, (path, answer.text[:300])
+        for path in (f"/api/v1/months/{month}/close", f"/api/v1/months/{month}/reopen"):
+            answer = served.post(path, b'{"reason": "typo"}')
+            assert answer.status_code == 422, (path, answer.text[:300])
+    assert served.get("/months/11-2026").status_code == 404  # not a month: no such page
+    far = served.get(f"/api/v1/months/{MONTH}/unit-economics?as_of=2026-11-20T00:00:00%2B25:00")
+    assert far.status_code == 422 and "UTC offset +25:00, outside -14:00 .. +14:00" in far.text
+    assert "outside the accepted range 2000-01 .. 2099-12" in served.get("/months/0000-01").text
+    budget = tmp_path / "budget.csv"
+    budget.write_text("client,low,expected,high\nclient-a,1,2,3\n")
+    store = ("--db", served.db)
+    for month in ("0000-01", "9999-12"):
+        for args in (("run", "--month", month), ("watch", "--month", month),
+                     ("batch", "list", "--month", month), ("close", "--month", month),
+                     ("reopen", "--month", month, "--reason", "typo"),
+                     ("status", "--month", month), ("history", "--month", month),
+                     ("budget", "load", str(budget), "--month", month),
+                     ("budget", "plan", "--month", month),
+                     ("unit-economics", "--month", month, "--from-db")):  # fmt: skip
+            done = invoke(*args, *store)
+            assert done.exit_code == 2 and done.stdout == "", (args, done.stdout)
+            assert done.stderr == (f"error: --month: month '{month}' is outside the accepted "
+                                   "range 2000-01 .. 2099-12\n"), (args, done.stderr)  # fmt: skip
+    engine = create_engine(served.db)
+    try:
+        with engine.connect() as connection:
+            stored = connection.execute(select(func.count()).select_from(table(BudgetVersion)))
+            assert stored.scalar_one() == 0  # `budget load --month 0000-01` stored one before
+    finally:
+        engine.dispose()

@@ -23,6 +23,10 @@ from tenantcost.service.config import DEFAULT_MAX_BODY
 
 from . import service_server
 from .service_web_server import MONTH, build_store
+from .test_service_otlp import SETTINGS as OTLP_SETTINGS
+
+pytestmark = pytest.mark.timing
+"""Every test here measures time or memory: they run alone, after the parallel part."""
 
 MiB = 1024 * 1024
 GIGABYTE = 1024 * MiB
@@ -36,6 +40,7 @@ class Served:
     url: str
     pid: int
     tokens: dict[str, str]
+    db: Path
 
     def auth(self, who: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.tokens[who]}"}
@@ -46,8 +51,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     tmp = tmp_path_factory.mktemp("limits")
     db, data = f"sqlite:///{tmp / 'store.db'}", str(tmp / "data")
     tokens = build_store(db, data, close=True)
-    with service_server.running_service(db, data, tmp / "serve.log") as service:
-        yield Served(service.url, service.process.pid, tokens)
+    (tmp / "settings.yaml").write_text(OTLP_SETTINGS)  # for the OTLP tests; nothing else
+    args = ("--settings", str(tmp / "settings.yaml"))
+    with service_server.running_service(db, data, tmp / "serve.log", args=args) as service:
+        yield Served(service.url, service.process.pid, tokens, tmp / "store.db")
 
 
 class Body:
@@ -133,6 +140,12 @@ def _status(pid: int) -> dict[str, int]:
     return fields
 
 
+def _reset_peak(pid: int) -> None:
+    """Start ``VmHWM`` again from the current RSS (``clear_refs``), so that a peak of an
+    earlier test of the module does not count."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
 def test_server_memory_stays_flat_under_1_gb_uploads(served: Served) -> None:
     for path in ("/api/v1/usage", "/api/v1/usage.parquet"):  # warm both paths up
         assert upload(served, path, Body(DEFAULT_MAX_BODY + MiB), declared=False).status_code == 413
@@ -215,3 +228,93 @@ def test_swagger_ui_runs_under_its_csp_in_chromium(browser, served: Served) -> N
     assert json.loads(live.locator("pre.microlight").first.inner_text()) == {"status": "ok"}
     assert errors == []
     page.close()
+
+
+def test_an_otlp_export_of_4_million_points_is_refused_in_flat_memory(served: Served) -> None:
+    """4 M empty data points in a few KB of gzip (issue 34: 3,950 MB and a 19.8 s wait):
+    413 from the count before decoding, the server's peak RSS grows < 100 MiB, and a read
+    sent meanwhile answers within 1 s."""
+    import gzip
+    import threading
+
+    from .test_service_otlp import _empty_points
+
+    body = gzip.compress(_empty_points(4_000_000))
+    headers = served.auth("admin") | {"Content-Type": "application/x-protobuf",
+                                      "Content-Encoding": "gzip"}  # fmt: skip
+    post = lambda: httpx.post(served.url + "/v1/metrics", content=body, headers=headers,  # noqa: E731
+                              timeout=UPLOAD_SECONDS)  # fmt: skip
+    assert post().status_code == 413  # warm the route up (protobuf, the walk's descriptors)
+    before = _status(served.pid)["VmRSS"]
+    answers: list[httpx.Response] = []
+    export = threading.Thread(target=lambda: answers.append(post()))
+    export.start()
+    time.sleep(0.05)
+    start = time.monotonic()
+    months = httpx.get(served.url + "/api/v1/months", headers=served.auth("finance"))
+    waited = time.monotonic() - start
+    export.join()
+    assert months.status_code == 200 and waited < 1.0, waited
+    assert answers[0].status_code == 413 and b"more than 100000 data points" in answers[0].content
+    assert len(body) < 100_000
+    after = _status(served.pid)
+    assert after["VmHWM"] - before < 100 * MiB, (before, after)
+
+
+def _export(points: int, at: int) -> bytes:
+    """A cumulative counter of ``points`` series (two attributes each: 1,000 clients and a
+    worker), as the SDK's exporter sends it (protobuf, gzip)."""
+    import gzip
+
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+        ExportMetricsServiceRequest,
+    )
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+    from opentelemetry.proto.metrics.v1 import metrics_pb2 as pb
+    from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+
+    def attribute(key: str, value: str) -> KeyValue:
+        return KeyValue(key=key, value=AnyValue(string_value=value))
+
+    data = [pb.NumberDataPoint(start_time_unix_nano=at - 3_600 * 10**9, time_unix_nano=at,
+                               as_double=2.5, attributes=[attribute("tenant.id", f"big-{i % 1000}"),
+                                                          attribute("worker", f"w-{i}")])
+            for i in range(points)]  # fmt: skip
+    metric = pb.Metric(name="app.cpu.time", sum=pb.Sum(data_points=data, is_monotonic=True,
+                                                       aggregation_temporality=2))  # fmt: skip
+    resource = Resource(attributes=[attribute("service.name", "api")])
+    return gzip.compress(ExportMetricsServiceRequest(resource_metrics=[pb.ResourceMetrics(
+        resource=resource, scope_metrics=[pb.ScopeMetrics(metrics=[metric])])])
+        .SerializeToString())  # fmt: skip
+
+
+def test_an_accepted_otlp_export_of_100000_points_is_stored_in_flat_memory(
+    served: Served,
+) -> None:
+    """The largest export the default --max-records accepts (100,000 points of two
+    attributes, cumulative, gzip): stored whole, and the server's peak RSS grows < 100 MiB
+    (issue 34, section 1: it grew about 150 MiB when the export was decoded whole)."""
+    import sqlite3
+
+    import pandas as pd
+
+    now = int(pd.Timestamp.now(tz="UTC").floor("min").value) - 600 * 10**9
+    headers = served.auth("admin") | {"Content-Type": "application/x-protobuf",
+                                      "Content-Encoding": "gzip"}  # fmt: skip
+    post = lambda body: httpx.post(served.url + "/v1/metrics", content=body,  # noqa: E731
+                                   headers=headers, timeout=120)  # fmt: skip
+    assert post(_export(100, now - 60 * 10**9)).content == b""  # warm the route up
+    body = _export(100_000, now)
+    assert len(body) < DEFAULT_MAX_BODY
+    before = _status(served.pid)["VmRSS"]
+    _reset_peak(served.pid)
+    answer = post(body)
+    after = _status(served.pid)
+    assert answer.status_code == 200 and answer.content == b"", answer.content  # no refusal
+    assert after["VmHWM"] - before < 100 * MiB, (before, after)
+    with sqlite3.connect(served.db) as db:
+        rows = db.execute("SELECT rows FROM batch WHERE source LIKE 'POST /v1/metrics%' AND "
+                          "status = 'committed' ORDER BY id DESC LIMIT 1").fetchone()  # fmt: skip
+        series = db.execute("SELECT count(*) FROM otlp_series").fetchone()
+    assert rows == (1_000,)  # an hour of usage for each of the 1,000 clients
+    assert series == (100_000,)  # every series' last point kept (the warm-up's 100 among them)

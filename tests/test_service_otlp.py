@@ -246,6 +246,8 @@ def test_refusals_follow_the_otlp_specification(served: Served) -> None:
     garbage = served.post(b"\xff\x00 not protobuf")
     assert garbage.status_code == 400
     assert "not an OTLP ExportMetricsServiceRequest" in Status.FromString(garbage.content).message
+    lone = served.post(b'{"\\ud800": null}', "application/json")  # half a UTF-16 pair
+    assert lone.status_code == 400 and "unpaired UTF-16 surrogate" in lone.json()["message"]
     assert served.post(b"{}", "text/plain").status_code == 415
     bomb = gzip.compress(b"\x00" * (33 * 1024 * 1024))
     assert served.post(bomb, **{"Content-Encoding": "gzip"}).status_code == 413
@@ -276,3 +278,55 @@ def test_the_same_export_posted_concurrently_is_added_once(served: Served) -> No
         answers = list(pool.map(lambda _: served.post(body), range(4)))
     assert [a.status_code for a in answers] == [200] * 4
     assert served.totals("race-") == {"race-a": (5.0, 1.25)}
+
+
+def _empty_points(count: int) -> bytes:
+    """An export of ``count`` empty data points in one sum (2 bytes of protobuf each)."""
+    from google.protobuf.internal.encoder import _VarintBytes
+
+    def field(tag: int, body: bytes) -> bytes:
+        return bytes([tag]) + _VarintBytes(len(body)) + body
+
+    points = b"\x0a\x00" * count  # Sum.data_points, empty
+    return field(0x0A, field(0x12, field(0x12, field(0x3A, points))))
+
+
+def test_hostile_exports_are_refused_or_counted_never_lost(served: Served) -> None:
+    """Over --max-records (protobuf and JSON): 413 before decoding. Two gzip members: both
+    stored. A point near 2^63 ns, or in 2036: refused in partial_success, no 500, no batch
+    for 2036, and the 2036 point does not silence its series (issue 34, section 1)."""
+    over = served.post(_empty_points(100_001))  # the default --max-records is 100,000
+    assert over.status_code == 413
+    assert "more than 100000 data points" in Status.FromString(over.content).message
+    text = '{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"sum":{"dataPoints":[%s]}}]}]}]}'
+    as_json = served.post((text % ",".join(["{}"] * 100_001)).encode(), "application/json")
+    assert as_json.status_code == 413 and "more than" in as_json.json()["message"]
+
+    now = int(pd.Timestamp.now(tz="UTC").floor("min").value)
+    start = now - 3_600 * 10**9
+    members = gzip.compress(_cumulative([(start, now - 120 * 10**9, 3)], "gz-a")) + gzip.compress(
+        _cumulative([(start, now - 120 * 10**9, 5)], "gz-b"))  # fmt: skip
+    both = served.post(members, **{"Content-Encoding": "gzip"})
+    assert both.status_code == 200, both.content
+    assert served.totals("gz-") == {"gz-a": (0.0, 3.0), "gz-b": (0.0, 5.0)}
+
+    far = served.post(_cumulative([(start, 2**63 - 1, 1)], "far-a"))
+    partial = ExportMetricsServiceResponse.FromString(far.content).partial_success
+    assert far.status_code == 200 and partial.rejected_data_points == 3  # with gauge, unknown
+    assert "outside 2000-01-01 .. 2100-01-01" in partial.error_message
+
+    in_2036 = int(pd.Timestamp("2036-01-15T00:00:00Z").value)
+    series = [(now - 300 * 10**9, 10), (in_2036, 12), (now - 240 * 10**9, 20),
+              (now - 180 * 10**9, 30)]  # fmt: skip
+    answers = [served.post(_cumulative([(start, t, v)], "future-a")) for t, v in series]
+    message = ExportMetricsServiceResponse.FromString(answers[1].content) \
+        .partial_success.error_message  # fmt: skip
+    assert "more than 3600 s after the server received" in message
+    for again in served.restart():
+        again.post(_cumulative([(start, now - 60 * 10**9, 40)], "future-a"))
+    # the first point of a new series adds its whole value (10), then 20, 30 and 40 add 10
+    # each; 2036's 12 is refused and is no baseline. 40 is the counter's last value, which a
+    # cumulative series' stored total equals (the issue's "47" is not reachable from 10..40)
+    assert served.totals("future-") == {"future-a": (0.0, 40.0)}
+    batches = served.usage()
+    assert (batches["window_start"] < pd.Timestamp("2030-01-01", tz="UTC")).all()

@@ -22,10 +22,12 @@ A = Action
 TABLE: dict[Role, set[Action]] = {
     Role.ADMIN: set(Action),
     Role.FINANCE: set(Action) - {A.MANAGE_TOKENS},
-    Role.ACCOUNT_MANAGER: {A.LIST_MONTHS, A.LIST_CLIENTS, A.VIEW_CLIENT},
+    Role.ACCOUNT_MANAGER: {A.LIST_MONTHS, A.LIST_CLIENTS, A.VIEW_CLIENT,
+                           A.VIEW_MOVERS},  # movers among its own clients only
     Role.PRODUCT: {A.LIST_MONTHS, A.LIST_CLIENTS, A.VIEW_CLIENT, A.VIEW_ISSUED_MONTH,
                    A.VIEW_PRICING,  # issued figures, their cascade, pricing
-                   A.VIEW_WATCH},  # every client's month-to-date watch
+                   A.VIEW_WATCH,  # every client's month-to-date watch
+                   A.VIEW_MOVERS},  # a month's top movers (issued months)
     Role.INGEST: {A.INGEST_USAGE},
 }
 MINE = frozenset({"acme", "globex"})
@@ -75,7 +77,8 @@ def test_finance_and_admin_may_do_everything_product_may() -> None:
         assert TABLE[Role.PRODUCT] <= TABLE[role]
     assert {A.VIEW_PRICING, A.VIEW_ISSUED_MONTH} <= TABLE[Role.PRODUCT]
     never = {A.VIEW_DRAFTS, A.VIEW_CLUSTER, A.VIEW_INVOICE, A.CLOSE_MONTH, A.REOPEN_MONTH,
-             A.INGEST_USAGE, A.MANAGE_TOKENS, A.LIST_BATCHES, A.WITHDRAW_BATCH}  # fmt: skip
+             A.INGEST_USAGE, A.MANAGE_TOKENS, A.LIST_BATCHES, A.WITHDRAW_BATCH,
+             A.VIEW_INTERNAL_SHEET}  # fmt: skip
     assert not never & TABLE[Role.PRODUCT]
     assert never | TABLE[Role.PRODUCT] == set(Action)  # every action decided for product
 
@@ -98,3 +101,13 @@ def test_product_opens_the_month_pages_without_finances_workings() -> None:
     assert pages == {Role.ADMIN, Role.FINANCE, Role.PRODUCT}  # /months, /months/{M}
     workings = {role for role in Role if sees_month_workings(principal(role))}
     assert workings == {Role.ADMIN, Role.FINANCE}  # drafts, forms, batches, usage, summaries
+
+
+def test_the_demo_words_every_action_as_a_person_reads_it() -> None:
+    from tenantcost.service.demo import ACTION_TEXT, may_do
+
+    assert set(ACTION_TEXT) == {action.value for action in Action}
+    for role in (Role.ADMIN, Role.FINANCE, Role.PRODUCT, Role.ACCOUNT_MANAGER):
+        said = may_do(role.value)
+        assert not [a.value for a in Action if a.value in said], said  # no internal name
+    assert "see every client's month to date" in may_do(Role.PRODUCT.value)

@@ -48,8 +48,13 @@ class Served:
 
     def get(self, path: str, role: str | None, **params: str) -> httpx.Response:
         headers = {"Authorization": f"Bearer {self.tokens[role]}"} if role else {}
-        return httpx.get(self.service.url + path, params=params or None, headers=headers,
-                         timeout=60, follow_redirects=False)  # fmt: skip  (None: keeps ?query)
+        return httpx.get(
+            self.service.url + path,
+            params=params or None,
+            headers=headers,
+            timeout=60,
+            follow_redirects=False,
+        )  # fmt: skip  (None: keeps ?query)
 
 
 def _tokens(db: str) -> dict[str, str]:
@@ -98,10 +103,28 @@ def test_the_api_gives_the_cli_document_to_every_role_that_may_price(
     for role in ("product", "finance", "admin"):
         answer = served.get(f"/api/v1/months/{MONTH}/unit-economics", role, by=by, as_of=as_of)
         assert answer.status_code == 200, answer.text
-        assert answer.json() == expected
+        got = answer.json()
+        # the example's cost data covers 1 h of November's 720: every figure on the projected
+        # basis (the run rate, x 720 exactly), never that hour's cost against a month's revenue
+        assert (got["basis"], got["coverage"]) == ("projected", round(1 / 720, 9))
+        assert drop(got, PROJECTED) == drop(expected, PROJECTED)
+        month_cost = {c["client"]: c["cost"] for c in expected["clients"]}
+        assert {c["client"]: c["cost"] for c in got["clients"]} == {
+            c: 720 * a for c, a in month_cost.items()}  # fmt: skip
+        assert got["totals"]["cost"] == 720 * expected["totals"]["cost"]
+        assert got["totals"]["revenue"] == expected["totals"]["revenue"]  # not projected
     assert (expected["projection"] is not None) is (as_of == IN_PROGRESS)
     for role, status in (("account-manager", 403), (None, 401)):
         assert served.get(f"/api/v1/months/{MONTH}/unit-economics", role).status_code == status
+
+
+PROJECTED = {"basis", "coverage", "residual", "totals", "plans", "segments", "clients",
+             "concentration", "not_in_catalog", "under_margin_floor"}  # fmt: skip
+"""The document's keys a projected basis changes (the rest is the CLI's, to the byte)."""
+
+
+def drop(doc: dict, keys: set[str]) -> dict:
+    return {k: v for k, v in doc.items() if k not in keys}
 
 
 def _text(html: str) -> str:
@@ -117,13 +140,15 @@ def test_the_pricing_page_shows_the_documents_figures(served: Served) -> None:
     assert "These are estimates, not issued figures." in text
     assert "issued revision 1" in text
     # the totals and every plan, with the catalog's names and the price floors
-    assert "0.6004 USD" in text  # all-in total 600,410 micro-USD at the page's 4 decimals
+    # 1 h of cost data: the projected basis (x 720), marked, against the month's revenue
+    assert "Projected: the cost data covers 0.1 % of the month" in text
+    assert "432.295 USD" in text  # all-in total 600,410 micro-USD x 720 at 3 decimals
     for plan in doc["plans"]:
         assert f'<th scope="row">{plan["plan"]}</th>' in html
     for client in doc["clients"]:
         assert client["client"] in html and client["name"] in html
         assert f'href="/clients/{client["client"]}?month={MONTH}"' in html  # its page
-    assert "0.3666" in text and "1.2220" in text  # business: all-in per client, price floor
+    assert "263.948" in text and "879.827" in text  # business: all-in per client, price floor
     assert "Gini coefficient 0.402" in text
     # charts: labelled axes with units, text never under 11 px
     assert "mean cost per client, USD" in html and "gross margin, % of revenue" in html
@@ -132,7 +157,7 @@ def test_the_pricing_page_shows_the_documents_figures(served: Served) -> None:
     assert html.count('class="bar all-in"') == len(doc["plans"])
     # a finished month: no projection, no estimate label
     after = _text(served.get("/pricing", "product", month=MONTH, as_of=AFTER).text)
-    assert "Estimate" not in after and "0.6004 USD" in after
+    assert "Estimate" not in after and "432.295 USD" in after  # closed, but 1 h: projected
 
 
 def test_the_pricing_page_is_for_product_finance_and_admin(served: Served) -> None:
@@ -170,25 +195,31 @@ def test_product_reads_every_clients_issued_figures_the_cascade_and_the_comparis
 
 
 def test_names_beside_ids_and_search_by_id_or_name(served: Served) -> None:
-    every = served.get("/api/v1/clients", "product").json()
+    def found(role: str, **params: str) -> dict:  # the search's fields (the list has more)
+        doc = served.get("/api/v1/clients", role, sort="id", **params).json()
+        doc["items"] = [{k: i[k] for k in ("id", "name", "statement")} for i in doc["items"]]
+        return {k: doc[k] for k in ("items", "page", "per_page", "total")}
+
+    every = found("product")
     assert every["items"] == [
-        {"id": "client-a", "name": "Acme Analytics"},
-        {"id": "client-b", "name": "Bolt Imports"},
-        {"id": "client-c", "name": "Cobalt Labs"},
+        {"id": "client-a", "name": "Acme Analytics", "statement": True},
+        {"id": "client-b", "name": "Bolt Imports", "statement": True},
+        {"id": "client-c", "name": "Cobalt Labs", "statement": True},
     ]
-    by_name = served.get("/api/v1/clients", "admin", q="ANALYTICS").json()
-    assert by_name["items"] == [{"id": "client-a", "name": "Acme Analytics"}]
-    by_id = served.get("/api/v1/clients", "admin", q="nt-b").json()
-    assert by_id["items"] == [{"id": "client-b", "name": "Bolt Imports"}]
+    by_name = found("admin", q="ANALYTICS")
+    assert by_name["items"] == [{"id": "client-a", "name": "Acme Analytics", "statement": True}]
+    by_id = found("admin", q="nt-b")
+    assert by_id["items"] == [{"id": "client-b", "name": "Bolt Imports", "statement": True}]
     # "b" is in client-b's id and in two names: counted and paged in SQL, as before
-    paged = served.get("/api/v1/clients", "admin", q="b", per_page="1", page="2").json()
-    assert paged == {"items": [{"id": "client-c", "name": "Cobalt Labs"}], "page": 2,
+    paged = found("admin", q="b", per_page="1", page="2")
+    assert paged == {"items": [{"id": "client-c", "name": "Cobalt Labs", "statement": True}],
+                     "page": 2,
                      "per_page": 1, "total": 2}  # fmt: skip
-    assert served.get("/api/v1/clients", "admin", q="%").json()["total"] == 0  # no wildcard
+    assert found("admin", q="%")["total"] == 0  # no wildcard
     # an account manager matches and reads its own clients' names only
-    mine = served.get("/api/v1/clients", "account-manager").json()
-    assert mine["items"] == [{"id": "client-a", "name": "Acme Analytics"}]
-    assert served.get("/api/v1/clients", "account-manager", q="bolt").json()["total"] == 0
+    mine = found("account-manager")
+    assert mine["items"] == [{"id": "client-a", "name": "Acme Analytics", "statement": True}]
+    assert found("account-manager", q="bolt")["total"] == 0
     listed = served.get("/clients", "account-manager", q="acme").text
     assert "Acme Analytics" in listed and "Bolt" not in listed and "Cobalt" not in listed
     own = served.get("/clients/client-a", "account-manager").text
@@ -239,7 +270,8 @@ def open_month(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Serve
 
 
 def test_product_never_reads_a_draft(open_month: Served) -> None:
-    """The month was run, never closed: finance prices the draft, product sees nothing."""
+    """The month was run, never closed: finance prices the draft, product sees nothing; a
+    plan without a figure prices on both, draft and issued."""
     served = open_month
     assert served.get("/api/v1/months", "product").json() == []
     assert served.get("/api/v1/clients", "product").json()["total"] == 0
@@ -258,6 +290,27 @@ def test_product_never_reads_a_draft(open_month: Served) -> None:
     draft = served.get("/pricing", "finance", month=MONTH)
     assert draft.status_code == 200 and "(not issued)" in draft.text
     assert served.get(f"/api/v1/months/{MONTH}/compare", "finance", keys="requests").json()
+    # A catalog plan whose only client has no figure in the month has no mean cost nor price
+    # floor: it answered 500 (``auto_places`` of None), for finance on the draft and for
+    # product on the default page once the month is issued. It is listed, its bar says so.
+    catalog = Path(served.data).parent / "catalog-premium.csv"
+    catalog.write_text(
+        (EXAMPLE / "catalog.csv").read_text()
+        + "client-z,Zinc Works,premium,enterprise,Lee Wong,50.00,USD,2026-01-01,\n"
+    )
+    store = ("--db", served.db, "--data", served.data)
+    tenantcost("catalog", "load", str(catalog), *store)
+    draft = served.get("/pricing", "finance", month=MONTH)
+    assert draft.status_code == 200, draft.text[-500:]
+    assert '<th scope="row">premium</th>' in draft.text and "no client figure" in draft.text
+    assert served.get("/pricing", "product").status_code == 200  # nothing issued yet
+    tenantcost("close", "--month", MONTH, "--allow-incomplete", *store)
+    issued = served.get("/pricing", "product")
+    assert issued.status_code == 200, issued.text[-500:]
+    assert f"Pricing: {MONTH} by plan" in issued.text and "no client figure" in issued.text
+    api = served.get(f"/api/v1/months/{MONTH}/unit-economics", "product").json()
+    premium = next(p for p in api["plans"] if p["plan"] == "premium")
+    assert premium["cost_per_client"]["mean"] is None
 
 
 def test_unit_economics_out_html_writes_the_page_to_the_folder_only(tmp_path: Path) -> None:

@@ -179,6 +179,10 @@ def test_a_malformed_batch_writes_nothing_and_names_the_record_and_field(served:
          "cpu_seconds", "missing"),
         ([*good, record(0, "client-a", day=3)], 3, "client", "duplicate usage row"),
         ([*good[:1], record(1, "client-b", day=3) | {"service": " "}], 1, "service", "empty"),
+        ([*good[:1], record(1, "client-b", day=3) | {"window_end": "2026-12-03T02:00:00+25:00"}],
+         1, "window_end", "has the UTC offset +25:00, outside -14:00 .. +14:00"),
+        ([record(0, "client-b") | {"window_start": "9999-12-31T00:00:00Z"}], 0, "window_start",
+         "outside the accepted range 2000-01-01T00:00:00Z .. 2100-01-01T00:00:00Z"),
     ]  # fmt: skip
     for records, index, field, words in cases:
         answer = served.post({"records": records}, key=f"bad-{index}-{field}")

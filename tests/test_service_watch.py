@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pandas as pd
 import pytest
 
 from tenantcost.store.engine import open_engine
@@ -69,14 +70,27 @@ def open_month_document() -> dict[str, Any]:
         "as_of": "2026-12-12T00:00:00Z",
         "money": MONEY,
         "clients": [
-            {"client": OWN, "month_to_date": 12_500_000, "projected": 32_291_667,
-             "budget": {"low": 20_000_000, "expected": 25_000_000, "high": 28_000_000},
-             "status": "above"},
-            {"client": OTHER, "month_to_date": 5_432_109, "projected": 13_579_024,
-             "budget": {"low": 11_000_003, "expected": 12_000_001, "high": 14_000_007},
-             "status": "within"},
-            {"client": THIRD, "month_to_date": 1_234_567, "projected": 2_468_013,
-             "budget": None, "status": "no_budget"},
+            {
+                "client": OWN,
+                "month_to_date": 12_500_000,
+                "projected": 32_291_667,
+                "budget": {"low": 20_000_000, "expected": 25_000_000, "high": 28_000_000},
+                "status": "above",
+            },
+            {
+                "client": OTHER,
+                "month_to_date": 5_432_109,
+                "projected": 13_579_024,
+                "budget": {"low": 11_000_003, "expected": 12_000_001, "high": 14_000_007},
+                "status": "within",
+            },
+            {
+                "client": THIRD,
+                "month_to_date": 1_234_567,
+                "projected": 2_468_013,
+                "budget": None,
+                "status": "no_budget",
+            },
         ],
         "anomalies": [
             _anomaly(OWN, "import-worker", "2026-12-09", 9_100_000, 910_000, 40.91, "spike"),
@@ -86,14 +100,30 @@ def open_month_document() -> dict[str, Any]:
             {"day": "2026-12-08", "rule_id": "rules-v2", "client": OTHER, "effect": -333_333},
         ],
         "warnings": [
-            {"client": None, "day": "2026-12-11", "kind": "unbilled",
-             "detail": "billing data ends on 2026-12-10: later days are OpenCost's estimate"},
-            {"client": OWN, "day": "2026-12-05", "kind": "no_usage",
-             "detail": "no usage rows for import-worker (its queue is shared with client-b)"},
-            {"client": OTHER, "day": "2026-12-06", "kind": "no_usage",
-             "detail": "no usage rows for search-api"},
-            {"client": ORPHAN, "day": "2026-12-07", "kind": "no_usage",
-             "detail": "no usage rows for client-z's web"},
+            {
+                "client": None,
+                "day": "2026-12-11",
+                "kind": "unbilled",
+                "detail": "billing data ends on 2026-12-10: later days are OpenCost's estimate",
+            },
+            {
+                "client": OWN,
+                "day": "2026-12-05",
+                "kind": "no_usage",
+                "detail": "no usage rows for import-worker (its queue is shared with client-b)",
+            },
+            {
+                "client": OTHER,
+                "day": "2026-12-06",
+                "kind": "no_usage",
+                "detail": "no usage rows for search-api",
+            },
+            {
+                "client": ORPHAN,
+                "day": "2026-12-07",
+                "kind": "no_usage",
+                "detail": "no usage rows for client-z's web",
+            },
         ],
     }
 
@@ -105,6 +135,21 @@ def closed_month_document() -> dict[str, Any]:
                 "budget": None} for c, m in figures]  # fmt: skip
     return {"month": MONTH, "as_of": "2026-12-01T00:00:00Z", "money": MONEY, "clients": clients,
             "anomalies": [], "rule_changes": [], "warnings": []}  # fmt: skip
+
+
+def open_month_daily() -> pd.DataFrame:
+    """The daily figures the open month's watch scored (from the baseline's days in November):
+    client-a's import worker spikes on the 9th, client-b's search API drops on the 10th."""
+    days = pd.date_range("2026-11-28", "2026-12-11", freq="D", tz="UTC")
+    rows = []
+    for day in days:  # a test's fixture: 14 days
+        d = f"{day:%Y-%m-%d}"
+        rows += [(OWN, "web", day, 1_000_000),
+                 (OWN, "import-worker", day, 9_100_000 if d == "2026-12-09" else 900_000),
+                 (OTHER, "search-api", day, 4_444_444 if d == "2026-12-10" else 7_000_000),
+                 (THIRD, "web", day, 100_000)]  # fmt: skip
+    frame = pd.DataFrame(rows, columns=["client", "source", "day", "amount"])
+    return frame.assign(split="x", has_usage=True).sample(frac=1.0, random_state=7)
 
 
 NEW_MONTH, NEW_CLIENT = "2027-02", "client-n"
@@ -141,7 +186,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     record_watch(engine, closed_month_document(), "test", month_closed=True)
     stale = open_month_document() | {"as_of": "2026-12-11T00:00:00Z"}
     record_watch(engine, stale, "test", month_closed=False)  # the latest run wins
-    record_watch(engine, open_month_document(), "test", month_closed=False)
+    record_watch(
+        engine, open_month_document(), "test", month_closed=False, daily=open_month_daily()
+    )
     record_watch(engine, new_client_document(), "test", month_closed=False)
     engine.dispose()
     tokens = {
@@ -209,7 +256,10 @@ def test_an_account_manager_reads_its_open_month_as_the_watch_alone(served: Serv
     watch = doc["watch"]
     assert watch["label"] == "month to date, not issued" and watch["client"] == OWN
     assert (watch["month_to_date"], watch["projected"], watch["status"]) == (
-        12_500_000, 32_291_667, "above")
+        12_500_000,
+        32_291_667,
+        "above",
+    )
     assert watch["budget"] == {"low": 20_000_000, "expected": 25_000_000, "high": 28_000_000}
     assert watch["as_of"] == "2026-12-12T00:00:00Z"
     assert [(a["source"], a["day"], a["amount"], a["baseline"], a["kind"])
@@ -224,8 +274,10 @@ def test_an_account_manager_reads_its_open_month_as_the_watch_alone(served: Serv
     other = served.get(f"/api/v1/clients/{OTHER}/months/{OPEN}", "account-manager")
     assert other.status_code == ghost.status_code == 404 and other.content == ghost.content
     assert served.get(f"/api/v1/clients/{THIRD}/months/{NEVER}", "finance").status_code == 404
-    assert served.get(f"/api/v1/clients/{OWN}/months/{OPEN}/sheet.html",
-                      "account-manager").status_code == 404  # fmt: skip  (no figure: no sheet)
+    assert (
+        served.get(f"/api/v1/clients/{OWN}/months/{OPEN}/sheet.html", "account-manager").status_code
+        == 404
+    )  # fmt: skip  (no figure: no sheet)
 
 
 def test_an_issued_month_keeps_every_field_and_gains_watch(served: Served):
@@ -339,3 +391,96 @@ def test_a_client_known_only_by_its_watch_has_a_page_of_its_watch(served: Served
     doc = served.get(f"/api/v1/clients/{NEW_CLIENT}/months/{NEW_MONTH}", "product").json()
     assert doc["status"] == "not_issued" and doc["watch"]["projected"] == 9_000_000
     assert served.get(f"/clients/{NEW_CLIENT}", "account-manager").status_code == 404
+
+
+def test_the_watch_seen_band_chart_score_sentence_and_alert_log(served: Served):
+    """Issue 36 §7: the month's projection against the band of the clients with a budget
+    (client-a and client-b: 45.87 against 31.00 to 42.00), the client's own, the score in a
+    sentence, and the alerts sent for finance and admin only (webhooks by host)."""
+    from tenantcost.store.alert_deliveries import Claimant, Delivery, claim, finish
+
+    engine = open_engine(resolve_settings(db=served.db, environ={}))
+    try:
+        me = Claimant()
+        hook = Delivery("k1", "https://hooks.example.com/T0/secret-path", "webhook", OPEN, OWN,
+                        "anomaly")  # fmt: skip
+        mail = Delivery("k2", "finops@example.com", "email", OPEN, OTHER, "status")
+        claim(engine, [hook, mail], me)
+        finish(engine, hook, me, sent=True, attempts=1, error=None)
+        finish(engine, mail, me, sent=False, attempts=3, error="connection refused")
+    finally:
+        engine.dispose()
+    finance = served.get(f"/months/{OPEN}", "finance").text
+    chart = finance.split('id="watch-band-figure"', 1)[1].split("</figure>", 1)[0]
+    assert "All clients: projected month against the budget band (outside the band)" in chart
+    assert ">45.87<" in chart and ">17.93<" in chart  # projected, month to date of the two
+    assert "31.00 to 42.00, expected 37.00" in chart
+    assert "The 2 clients with a budget (of 3)" in chart
+    assert "median of the previous 14 days" in finance and "reaches 4 or −4" in finance
+    log = finance.split('id="watch-alerts"', 1)[1].split("</table>", 1)[0]
+    assert "https://hooks.example.com/…" in log and "secret-path" not in finance
+    assert "finops@example.com" in log and "connection refused" in log
+    assert "2 deliveries this month" in finance
+    product = served.get(f"/months/{OPEN}", "product").text
+    assert 'id="watch-band-figure"' in product and 'id="watch-alerts' not in product
+    own = served.get(f"/clients/{OWN}", "account-manager").text
+    mine = own.split('id="watch-band-figure"', 1)[1].split("</figure>", 1)[0]
+    assert f"{OWN}: projected month against the budget band (outside the band)" in mine
+    assert ">32.29<" in mine and "20.00 to 28.00, expected 25.00" in mine
+    assert "median of the previous 14 days" in own and 'id="watch-alerts' not in own
+    _assert_nothing_of_others(own)
+
+
+def test_the_daily_cost_per_source_in_json_and_csv_each_scoped(served: Served):
+    """The run's daily sums: the month's days only, conserved, anomalies counted per day and
+    source; an account manager reads its own client's, never the month's nor another's."""
+    doc = served.get(f"/api/v1/months/{OPEN}/watch/daily", "finance").json()
+    assert doc["month"] == OPEN and doc["money"] == MONEY and "client" not in doc
+    days = doc["days"]
+    assert {d["day"] for d in days} == {f"2026-12-{n:02d}" for n in range(1, 12)}
+    daily = open_month_daily()
+    in_month = daily[daily["day"] >= pd.Timestamp("2026-12-01", tz="UTC")]
+    assert sum(d["amount"] for d in days) == int(in_month["amount"].sum())
+    flagged = {(d["day"], d["source"]): d["anomalies"] for d in days if d["anomalies"]}
+    assert flagged == {("2026-12-09", "import-worker"): 1, ("2026-12-10", "search-api"): 1}
+    nine = {d["source"]: d["amount"] for d in days if d["day"] == "2026-12-09"}
+    assert nine == {"import-worker": 9_100_000, "search-api": 7_000_000, "web": 1_100_000}
+    csv = served.get(f"/api/v1/months/{OPEN}/watch/daily", "product", format="csv")
+    assert (
+        csv.status_code == 200 and f"watch-daily-{OPEN}.csv" in csv.headers["content-disposition"]
+    )
+    assert csv.text.splitlines()[0] == "day,source,amount,anomalies"
+    assert "2026-12-09,import-worker,9.100000,1" in csv.text.splitlines()
+    assert served.get(f"/api/v1/months/{OPEN}/watch/daily", "account-manager").status_code == 403
+    assert served.get(f"/api/v1/months/{NEVER}/watch/daily", "finance").status_code == 404
+    own = served.get(f"/api/v1/clients/{OWN}/months/{OPEN}/watch/daily", "account-manager")
+    assert own.status_code == 200 and own.json()["client"] == OWN
+    assert {d["source"] for d in own.json()["days"]} == {"web", "import-worker"}
+    assert sum(d["amount"] for d in own.json()["days"]) == 11 * 1_900_000 + 8_200_000
+    _assert_nothing_of_others(own.text)
+    own_csv = served.get(f"/api/v1/clients/{OWN}/months/{OPEN}/watch/daily", "account-manager",
+                         format="csv")  # fmt: skip
+    assert f"watch-daily-{OWN}-{OPEN}.csv" in own_csv.headers["content-disposition"]
+    _assert_nothing_of_others(own_csv.text)
+    other = served.get(f"/api/v1/clients/{OTHER}/months/{OPEN}/watch/daily", "account-manager")
+    ghost = served.get(f"/api/v1/clients/no-such/months/{OPEN}/watch/daily", "account-manager")
+    assert other.status_code == ghost.status_code == 404 and other.content == ghost.content
+
+
+def test_the_daily_chart_marks_each_anomaly_and_links_to_its_day(served: Served):
+    page = served.get(f"/clients/{OWN}", "account-manager", month=OPEN).text
+    section = page.split('id="watch-daily-h"', 1)[1]
+    assert (
+        '<a href="#watch-day-2026-12-09" aria-label="2026-12-09: spike in import-worker' in section
+    )
+    assert ">spike</text>" in section  # a text label, not colour alone
+    row = section.split('id="watch-day-2026-12-09"', 1)[1].split("</tr>", 1)[0]
+    assert "spike in import-worker" in row and "9.10" in row and "10.10" in row
+    assert '<a href="#watch-day-2026-12-09">2026-12-09</a>' in page  # the anomaly table's day
+    assert f"/api/v1/clients/{OWN}/months/{OPEN}/watch/daily?format=csv" in section
+    _assert_nothing_of_others(page)
+    month = served.get(f"/months/{OPEN}", "finance").text
+    part = month.split('id="watch-daily-h"', 1)[1]
+    assert part.count('<a href="#watch-day-') == 2 and 'id="watch-day-2026-12-10"' in part
+    assert "1 anomaly: search-api" in part.split('id="watch-day-2026-12-10"', 1)[1][:400]
+    assert f"/api/v1/months/{OPEN}/watch/daily?format=csv" in part

@@ -7,6 +7,8 @@ in plain Python integers, at the edges of that range.
 
 from __future__ import annotations
 
+from functools import cache
+
 import duckdb
 import pandas as pd
 from hypothesis import given, settings
@@ -37,12 +39,18 @@ def exact_parts(parent: int, weights: list[int]) -> list[int]:
     return base
 
 
+@cache
+def _connection() -> duckdb.DuckDBPyConnection:
+    return connect()
+
+
 def split_with(
     how: Arithmetic, pools: list[tuple[int, list[int]]], narrow: bool = False
 ) -> dict[tuple[int, int], int]:
     """Run the split's SQL with arithmetic ``how`` on pools of (amount, weights), ranking the
-    remainders as ``BIGINT`` if ``narrow``."""
-    con: duckdb.DuckDBPyConnection = connect()
+    remainders as ``BIGINT`` if ``narrow``. One connection for the module (its tables
+    replaced on each call): a new connection per call cost more than the split itself."""
+    con = _connection()
     pool_rows = pd.DataFrame({"pool": range(len(pools)), "amount": [p for p, _ in pools]})
     recipients = pd.DataFrame(
         [(i, c, str(w)) for i, (_, ws) in enumerate(pools) for c, w in enumerate(ws)],
@@ -51,14 +59,16 @@ def split_with(
     con.register("pool_frame", pool_rows)
     con.register("recipient_frame", recipients)
     con.execute(
-        "CREATE TEMP TABLE p AS SELECT pool::BIGINT AS pool, amount::BIGINT AS amount "
+        "CREATE OR REPLACE TEMP TABLE p AS SELECT pool::BIGINT AS pool, amount::BIGINT AS amount "
         "FROM pool_frame"
     )
     con.execute(
-        "CREATE TEMP TABLE r AS SELECT pool::BIGINT AS pool, client::INTEGER AS client, "
+        "CREATE OR REPLACE TEMP TABLE r AS SELECT pool::BIGINT AS pool, client::INTEGER AS client, "
         "weight::HUGEINT AS weight FROM recipient_frame"
     )
-    con.execute("CREATE TEMP TABLE t AS SELECT pool, sum(weight) AS total FROM r GROUP BY pool")
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE t AS SELECT pool, sum(weight) AS total FROM r GROUP BY pool"
+    )
     rows = con.execute(
         f"WITH {_split('parts', 'r', 't', 'p', how, narrow)} SELECT pool, client, amount FROM parts"
     ).fetchall()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
@@ -22,7 +23,7 @@ import duckdb
 import httpx
 import pandas as pd
 import pytest
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 
 from tenantcost.config.billing import BILLING_MATCH_COLUMNS
 from tenantcost.errors import InputError
@@ -45,6 +46,7 @@ from tenantcost.windows import Period
 
 from .factories import costs
 from .service_server import create_token, invoke, running_service
+from .store_copy import copy_store
 
 MONTH = "2026-11"
 DAYS = 30
@@ -156,8 +158,20 @@ class World:
         return ingest_billing_views(self.store, canonical(con, path), con, actor=os_actor())
 
 
+@dataclass(frozen=True)
+class Base:
+    """The store every test starts from, built once per backend and never changed: schema,
+    rules, November's costs and usage, no billing data; and the two exports."""
+
+    db: str
+    data: Path
+    first: Path
+    restated: Path
+    engine: Engine
+
+
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> World:
+def base(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Base:
     tmp = tmp_path_factory.mktemp(f"billing-{request.param}")
     if request.param == "sqlite":
         db = f"sqlite:///{tmp / 'store.db'}"
@@ -184,7 +198,19 @@ def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     ingest_usage(store, [usage], period=None, mode="replace", actor="test")
     first = write_csv(tmp / "export-1.csv", billing_rows(20, "2.0"))
     restated = write_csv(tmp / "export-2.csv", billing_rows(DAYS, "2.1"))
-    return World(store, db, str(tmp / "data"), tmp, first, restated)
+    return Base(db, tmp / "data", first, restated, engine)
+
+
+@pytest.fixture
+def world(base: Base, tmp_path: Path) -> Iterator[World]:
+    """A copy of the base store of its own for each test: tests build the state they need."""
+    db, data = copy_store(base.db, base.data, tmp_path / "store", base.engine)
+    engine = open_engine(resolve_settings(db=db, environ={}))
+    try:
+        yield World(Store(engine, DataDir(str(data))), db, str(data), tmp_path, base.first,
+                    base.restated)  # fmt: skip
+    finally:
+        engine.dispose()
 
 
 def test_ingest_stores_exact_decimals_and_status_shows_the_coverage(world: World) -> None:
@@ -218,6 +244,7 @@ def test_ingest_stores_exact_decimals_and_status_shows_the_coverage(world: World
 
 
 def test_close_refuses_a_month_its_billing_data_does_not_cover(world: World) -> None:
+    world.ingest(world.first)  # days 1-20 only
     with pytest.raises(UnbilledMonth) as refused:
         close_month(world.store, MONTH, actor="test")
     text = refused.value.one_line()
@@ -232,7 +259,7 @@ def test_close_refuses_a_month_its_billing_data_does_not_cover(world: World) -> 
 
 
 def test_a_restated_export_replaces_the_earlier_batch(world: World) -> None:
-    first = list_batches(world.store.engine)[-1]
+    first = world.ingest(world.first)
     done = world.ingest(world.restated)
     assert done.replaced == 1
     batches = {b.uid: str(b.status) for b in list_batches(world.store.engine)}
@@ -269,6 +296,7 @@ def test_a_restated_export_replaces_the_earlier_batch(world: World) -> None:
 
 
 def test_close_records_the_invoice_cascade_with_the_revision(world: World) -> None:
+    world.ingest(world.restated)  # the whole month
     closed = close_month(world.store, MONTH, actor="test")
     assert closed.revision == 1 and not closed.incomplete
     issued = latest_issued(world.store.engine, MONTH)
@@ -288,7 +316,10 @@ def test_close_records_the_invoice_cascade_with_the_revision(world: World) -> No
         world.ingest(changed)
 
 
+@pytest.mark.slow  # a real `tenantcost serve`
 def test_the_api_serves_the_invoice_cascade_to_finance_and_admin_only(world: World) -> None:
+    world.ingest(world.restated)
+    close_month(world.store, MONTH, actor="test")
     tokens = {role: create_token(world.db, role, f"{role}-billing",
                                  *(["a"] if role == "account-manager" else []))
               for role in ("finance", "account-manager", "admin")}  # fmt: skip

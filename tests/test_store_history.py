@@ -75,8 +75,24 @@ def two_months(folder: Path, url: str) -> tuple[list[str], dict[str, str]]:
     return db, runs
 
 
-def test_history_json_is_the_contract(store_url: str, tmp_path: Path):
-    db, runs = two_months(tmp_path, store_url)
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def closed(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[str, list[str], dict[str, str]]:
+    """:func:`two_months` in a store on each backend, built once: the tests only read it."""
+    folder = tmp_path_factory.mktemp(f"history-{request.param}")
+    if request.param == "sqlite":
+        url = f"sqlite:///{folder / 'store.db'}"
+    else:
+        from .postgres_fixture import new_database
+
+        url = new_database(request.getfixturevalue("postgres_admin_url"))
+    return (url, *two_months(folder, url))
+
+
+@pytest.mark.slow  # two months closed, one reopened, per backend
+def test_history_json_is_the_contract(closed: tuple[str, list[str], dict[str, str]]):
+    _, db, runs = closed
     entries = json.loads(ok("history", "--format", "json", *db))
     assert [(e["month"], e["client"], e["revision"], e["status"]) for e in entries] == [
         *(("2026-10", c, 1, "issued") for c in CLIENTS),
@@ -106,9 +122,9 @@ def test_history_json_is_the_contract(store_url: str, tmp_path: Path):
     assert table == as_text
 
 
-def test_history_filters_and_formats(tmp_path: Path):
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    db, _ = two_months(tmp_path, url)
+@pytest.mark.slow  # two months closed, one reopened, per backend
+def test_history_filters_and_formats(closed: tuple[str, list[str], dict[str, str]]):
+    url, db, _ = closed
     only_b = json.loads(ok("history", "--client", "client-b", "--format", "json", *db))
     assert [(e["month"], e["revision"]) for e in only_b] == [("2026-10", 1), ("2026-11", 1),
                                                            ("2026-11", 2)]  # fmt: skip

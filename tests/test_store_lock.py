@@ -71,6 +71,7 @@ WRITERS = [
 ]
 
 
+@pytest.mark.timing
 def test_every_writer_exits_4_while_another_process_writes(store, holder, tmp_path):
     data = tmp_path / "data"
     for args in WRITERS:
@@ -87,6 +88,7 @@ def test_every_writer_exits_4_while_another_process_writes(store, holder, tmp_pa
     assert not data.exists() or not any(p.is_file() for p in data.rglob("*"))
 
 
+@pytest.mark.timing
 def test_a_writer_with_a_longer_wait_goes_through_after_release(store, holder, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     ingest = [sys.executable, "-m", "tenantcost", "ingest", "usage", "--usage",

@@ -222,7 +222,7 @@ def check_bridge(doc: dict, previous_revision: int) -> None:
 
 
 def svg_font_sizes(html: str) -> list[float]:
-    chart = re.search(r'<svg[^>]*class="chart bridge-chart".*?</svg>', html, re.S)
+    chart = re.search(r"<svg[^>]*what-changed-chart-t.*?</svg>", html, re.S)
     assert chart, "no bridge chart"
     return [float(s) for s in re.findall(r'font-size="([0-9.]+)"', chart.group(0))]
 
@@ -253,11 +253,25 @@ def test_the_service_shows_the_bridge_and_follows_a_restatement(store_url: str, 
             assert "acme" not in json.dumps(bravo["bridge"])
 
             page = login(url, tokens["bravo"]).get("/clients/bravo?month=2026-10").text
-            section = re.search(r'<section class="bridge".*?</section>', page, re.S)
+            section = re.search(r'<section class="what-changed".*?</section>', page, re.S)
             assert section and "Compared with 2026-09, revision 1." in section.group(0)
             assert "acme" not in section.group(0)
             assert min(svg_font_sizes(page)) >= 11
-            assert re.search(r'viewBox="0 0 (\d+) ', section.group(0)).group(1) == "340"
+            assert page.count('class="what-changed"') == 1 and "Since 2026-09" not in page
+
+            block = login(url, tokens["finance"]).get("/clients/acme?month=2026-10").text
+            rows = re.findall(
+                r'<tr class="change-(rise|fall)"><th scope="row">([^<]+)</th>'
+                r"<td>[^<]*</td><td class=\"num\">(up \+|down \u2212)",
+                block,
+            )
+            assert ("rise", "New service", "up +") in rows, rows  # acme starts using search
+            assert all((c == "rise") == (w == "up +") for c, _, w in rows), rows
+            ends = re.findall(r'<tr class="end"><th scope="row">[^<]*</th><td></td>'
+                              r'<td class="num">([^<]+)</td>', block)  # fmt: skip
+            history = re.findall(r'\?month=2026-(?:09|10)">2026-\d\d</a></th><td class="num">'
+                                 r"([^<]+) USD</td>", block)  # fmt: skip
+            assert ends == history and len(ends) == 2, (ends, history)  # the frozen strings
 
             finance = login(url, tokens["finance"])
             md = finance.get("/api/v1/clients/acme/months/2026-10/sheet.md").text
@@ -295,21 +309,24 @@ def test_the_bridge_section_fits_the_screen_in_chromium(browser, width: int, tmp
         page.goto(service.url + "/login")
         page.fill("#token", token)
         page.keyboard.press("Enter")
-        page.wait_for_url(service.url + "/clients")
+        page.wait_for_url(lambda u: "/login" not in u)  # the role's landing
         page.goto(service.url + "/clients/acme?month=2026-10")
-        assert page.locator("#bridge-compared").inner_text() == (
-            "Compared with 2026-09, revision 1."
+        assert (
+            page.locator("#what-changed-summary")
+            .inner_text()
+            .endswith("Compared with 2026-09, revision 1.")
         )
-        assert page.locator("#bridge-table tbody tr").count() >= 3
+        assert page.locator("#what-changed-table tbody tr").count() >= 3
         wide = page.evaluate("document.documentElement.scrollWidth")
         assert wide <= page.evaluate("innerWidth"), f"{wide} px wide at {width}"
-        drawn = page.evaluate(
-            "(() => { const s = document.querySelector('svg.bridge-chart');"
-            " return s.getBoundingClientRect().width / s.viewBox.baseVal.width; })()"
-        )
         sizes = page.evaluate(
-            "[...document.querySelectorAll('svg.bridge-chart text')]"
+            "[...document.querySelectorAll('#what-changed svg text')]"
             ".map(t => parseFloat(getComputedStyle(t).fontSize))"
         )
-        assert sizes and min(sizes) * drawn >= 11, (sizes, drawn)
+        assert sizes and min(sizes) >= 11, sizes
+        colours = page.evaluate(  # acme's parts all rise: a rise is coloured, an end is not
+            "['change-rise', 'end'].map(c => { const e = document.querySelector("
+            "`#what-changed-table tr.${c} td.num`); return e && getComputedStyle(e).color; })"
+        )
+        assert None not in colours and colours[0] != colours[1], colours
         context.close()

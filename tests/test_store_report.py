@@ -125,6 +125,7 @@ def test_from_db_pack_is_the_file_pack(store_url: str, tmp_path: Path):
     db = store_args(store_url, tmp_path)
     ok("close", "--month", "2026-11", "--allow-incomplete", *db)
     common = ["--month", "2026-11", "--format", "html,md", "--generated-at", AT]
+    common += ["--view", "internal"]  # the reproduce command and the input rows
     ok("report", "--config", RULES, *common, "--out", tmp_path / "files")
     ok("report", "--from-db", *common, *db, "--out", tmp_path / "stored")
     assert_same_pages(tmp_path / "files", tmp_path / "stored")
@@ -188,6 +189,7 @@ def test_a_month_of_two_rule_versions_renders_the_same_from_the_store(
     db = store_args(store_url, tmp_path)
     ok("close", "--month", "2026-11", "--allow-incomplete", *db)
     common = ["--month", "2026-11", "--format", "html,md", "--generated-at", AT]
+    common += ["--view", "internal"]  # the input rows, normalised above
     inputs = ["--costs", costs[0], "--costs", costs[1], "--usage", usage]
     ok("report", "--config", rules, *inputs, *common, "--out", tmp_path / "files")
     ok("report", "--from-db", *common, *db, "--out", tmp_path / "stored")
@@ -220,7 +222,8 @@ def test_revision_1_renders_byte_identical_after_a_correction_and_revision_2_is_
     db = store_args(store_url, tmp_path)
     ok("close", "--month", "2026-11", "--allow-incomplete", *db)
     render = ["report", "--month", "2026-11", "--from-db", "--format", "html,md",
-              "--generated-at", AT, *db, "--out", tmp_path / "pack"]  # fmt: skip
+              "--view", "internal", "--generated-at", AT, *db,
+              "--out", tmp_path / "pack"]  # fmt: skip
     ok(*render)  # the latest issued revision: 1
     before = pages(tmp_path / "pack")
     close_correct_close(store_url, tmp_path)
@@ -255,7 +258,8 @@ def test_revision_1_renders_byte_identical_after_a_correction_and_revision_2_is_
     assert "> | client-a | 0.1234 | 0.1205 | -0.0029 |" in summary
     # Revision 2's figures are those of `report` on the corrected files.
     ok("report", "--config", RULES, "--usage", tmp_path / "fixed.csv", "--month", "2026-11",
-       "--format", "md", "--generated-at", AT, "--out", tmp_path / "files")  # fmt: skip
+       "--format", "md", "--generated-at", AT, "--view", "internal",
+       "--out", tmp_path / "files")  # fmt: skip
     files = (tmp_path / "files" / "clients" / "client-b.md").read_text()
     strip = re.compile(r"\n\n> \*\*Restated statement[^\n]*\*\*\n(>[^\n]*\n)*")
     inputs = re.compile(r"^INPUT \w+\n", re.M)  # revision 2 read two usage batches
@@ -272,6 +276,7 @@ def test_a_draft_says_so_and_needs_no_close(tmp_path: Path):
     assert not (tmp_path / "x").exists()
     run_id = ok("run", "--month", "2026-11", *db).rstrip("\n").rsplit("\n", 1)[1].split()[1]
     common = ["--month", "2026-11", "--from-db", "--format", "md", "--generated-at", AT, *db]
+    common += ["--view", "internal"]  # the reproduce command
     ok("report", *common, "--draft", "--out", tmp_path / "draft")
     ok("report", *common, "--run", run_id, "--out", tmp_path / "run")
     draft = (tmp_path / "draft" / "clients" / "client-a.md").read_text()

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -97,10 +98,11 @@ def test_usage_totals_are_the_live_rows_per_month_service_and_client(store: list
     assert [line.split() for line in lines[2:]] == [
         ["2026-11", "api", "(no", "client)", "2", "0.25"],
         ["2026-11", "api", "c1", "20", "2.25"],
-        ["2026-11", "api", "c2", "5", "0.5"],
-        ["2026-11", "api", "c3", "4", "0.0"],
-        ["2026-11", "worker", "c1", "1", "9.0"],
-    ]
+        ["2026-11", "api", "c2", "5", "0.50"],
+        ["2026-11", "api", "c3", "4", "0.00"],
+        ["2026-11", "worker", "c1", "1", "9.00"],
+    ]  # plain decimals, as many in every row of a column, aligned on the right
+    assert len({len(line) for line in lines}) == 1
     assert len(outside("status", "--usage", *store).stdout.splitlines()) == 2 + 5 + 1
 
 
@@ -110,3 +112,12 @@ def test_a_malformed_month_is_one_line_exit_2(tmp_path: Path) -> None:
         done = outside("status", "--usage", "--month", month, "--format", "json", *db)
         assert done.returncode == 2 and done.stdout == "", done.stdout
         assert done.stderr.strip() == f"error: --month: expected YYYY-MM, got '{month}'"
+
+
+def test_a_usage_column_reads_as_plain_aligned_decimals() -> None:
+    from tenantcost.store.usage_totals import shown_column
+
+    tiny = pd.Series([9.7e-05, 1234.5, None, 0.1 + 0.2, -1e-12])
+    assert shown_column(tiny) == ["0.000097", "1234.500000", "-", "0.300000", "0.000000"]
+    assert shown_column(tiny, thousands=True)[1] == "1,234.500000"
+    assert shown_column(pd.Series([3, 40], dtype="object")) == ["3", "40"]

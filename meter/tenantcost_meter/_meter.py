@@ -6,6 +6,11 @@ every ``flush_seconds`` into the delivery (``_delivery``: spooled to disk before
 POST, retried, never counted twice); ``flush()``, ``close()``, ``atexit`` and SIGTERM do the
 same at once. Unflushed cells live only in memory: SIGKILL loses at most the last
 ``flush_seconds`` of usage.
+
+When the spool cannot be written (its filesystem full, its folder removed), the drained cells
+go back into memory, merged with the new ones, and the next flush writes them again; at most
+``max_cells`` cells are kept (past it the oldest hours are dropped, counted and logged at
+ERROR), and once the spool is writable again everything kept is spooled and delivered once.
 """
 
 from __future__ import annotations
@@ -15,12 +20,13 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from enum import Enum
 from time import thread_time
 from types import TracebackType
 from typing import Any, Union
 
 from . import _lifecycle
-from ._cells import Cells
+from ._cells import MAX_CELLS, Cells, Dropped, Taken
 from ._client_id import client_id_problem
 from ._tenant import RefusalLog, TenantFunc, checked, logger
 
@@ -28,6 +34,14 @@ EXIT_SECONDS = 5.0
 """How long delivery may take at exit or on SIGTERM; what is left stays spooled."""
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+
+class Spooling(Enum):
+    """What one attempt to move the cells into the spool came to."""
+
+    SPOOLED = "spooled"  # every cell is on disk (or there was none)
+    KEPT = "kept"  # the spool could not be written: the cells are back in memory
+    BUSY = "busy"  # the cells' lock could not be had in time (a signal handler)
 
 
 def default_spool(service: str) -> str:
@@ -49,22 +63,30 @@ class Meter:
         flush_seconds: float = 60,
         spool_dir: PathLike | None = None,
         bytes_out: bool = False,
+        max_cells: int = MAX_CELLS,
     ) -> None:
+        """``max_cells``: the cells (one per hour, service and client) kept in memory at
+        most while the spool cannot be written; past it the oldest hours are dropped."""
         if not isinstance(service, str) or not service or client_id_problem(service):
             raise ValueError("service must be a non-empty name without control characters, "
                              "at most 256 characters")  # fmt: skip
         if not flush_seconds > 0:
             raise ValueError(f"flush_seconds must be positive, got {flush_seconds!r}")
+        if isinstance(max_cells, bool) or not isinstance(max_cells, int) or max_cells < 1:
+            raise ValueError(f"max_cells must be a positive integer, got {max_cells!r}")
         self.service = service
         self.flush_seconds = float(flush_seconds)
         self.bytes_out = bool(bytes_out)
+        self.max_cells = max_cells
         self.exit_seconds = EXIT_SECONDS
         self._delivery_args = (url, token, spool_dir if spool_dir is not None
                                else default_spool(service))  # fmt: skip
         from ._delivery import Delivery  # urllib and http.client: not at import time
 
         self._delivery = Delivery(*self._delivery_args)
-        self._cells = Cells(self.bytes_out)
+        self._cells = Cells(self.bytes_out, max_cells)
+        self._unspooled = ""  # the spool's last write error, while it lasts (logged once)
+        self._lost = ""  # the write error logged as a loss at exit (logged once)
         self._refusals = RefusalLog()
         self._flush_lock = threading.Lock()  # a drained batch is submitted before the next
         self._terminating = False
@@ -107,26 +129,45 @@ class Meter:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Spool the cells counted so far and deliver the spool (within ``timeout`` seconds
-        if given). True when everything was delivered."""
+        if given).
+
+        True means tenantcost stored all of it: the cells were written to the spool, and
+        every batch of the spool (these and any left before) was posted and answered 2xx
+        by the time the call returns. False when anything is not stored: the spool could
+        not be written (the cells stay in memory for the next flush), a batch waits in the
+        spool (tenantcost unreachable, a backoff, the timeout, another process posting it),
+        or a batch was refused for good during the call and moved to ``rejected/`` (logged
+        at WARNING, with its ``.reason`` file)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self._flush_lock:
-            self._spool()
+        rejected = self._delivery.rejected
+        if not self._flush_lock.acquire(timeout=_left(deadline)):
+            return False
         try:
-            return self._delivery.deliver(deadline)
+            spooling = self._spool()
+        finally:
+            self._flush_lock.release()
+        try:
+            delivered = self._delivery.deliver(deadline)
         finally:
             _lifecycle.kill_if_pending()
+        return spooling is Spooling.SPOOLED and delivered and self._delivery.rejected == rejected
 
     def close(self, timeout: float = 10.0) -> None:
-        """Stop the flusher thread, spool what is left and deliver it within ``timeout``
-        seconds; what is not delivered stays spooled for the next process."""
+        """Stop the flusher thread, spool what is left and deliver it, all within ``timeout``
+        seconds (a POST under way is cut at the end); what is not delivered stays spooled
+        for the next process."""
+        deadline = time.monotonic() + timeout
         self._closed = True
         self._stop.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
-        with self._flush_lock:
-            self._spool()
-        self._delivery.close(timeout)
+            thread.join(_left(deadline))
+        if self._flush_lock.acquire(timeout=_left(deadline)):
+            try:
+                self._spool(final=True)
+            finally:
+                self._flush_lock.release()
+        self._delivery.close(_left(deadline))
         _lifecycle.unregister(self)
 
     # -- inside the meter ------------------------------------------------------------------
@@ -141,21 +182,69 @@ class Meter:
 
     def _add(self, service: str, client: str, requests: int, cpu: float, nbytes: int) -> None:
         """A measurement, in the cell of the hour now (the hour the request completed)."""
-        self._cells.add(int(time.time() // 3600), service, client, requests, cpu, nbytes)
+        dropped = self._cells.add(int(time.time() // 3600), service, client, requests, cpu,
+                                  nbytes)  # fmt: skip
+        if dropped is not None:
+            self._log_dropped(dropped)
         if self._terminating:  # the process is about to end: no more waiting for a flush
             # (uvicorn re-raises SIGTERM once its graceful shutdown is over, which skips
             # atexit; an app without lifespan gives no later moment to deliver)
             self._flush_at_exit()
             _lifecycle.kill_if_pending()
 
-    def _spool(self, lock_seconds: float = -1) -> bool:
-        """Drain the cells into the delivery's spool (the caller holds ``_flush_lock``)."""
-        records = self._cells.drain(lock_seconds)
-        if records is None:
-            return False
-        if records:
+    def _spool(self, lock_seconds: float = -1, final: bool = False) -> Spooling:
+        """Drain the cells into the delivery's spool (the caller holds ``_flush_lock``).
+
+        If the spool cannot be written, the cells not written go back into memory, merged
+        with those counted meanwhile, for the next flush to write (``final``: there will be
+        none, the loss is logged at ERROR)."""
+        cells = self._cells.take(lock_seconds)
+        if cells is None:
+            return Spooling.BUSY
+        records, keys = self._cells.records(cells)
+        if not records:
+            return Spooling.SPOOLED
+        from ._delivery import Unspooled
+
+        try:
             self._delivery.submit(records)
-        return True
+        except Unspooled as exc:
+            key_of = {id(record): key for record, key in zip(records, keys)}
+            self._keep({key_of[id(r)]: cells[key_of[id(r)]] for r in exc.records},
+                       exc.cause, final)  # fmt: skip
+            return Spooling.KEPT
+        except BaseException:  # nothing reached the spool: keep it all
+            self._keep(cells, None, final)
+            raise
+        if self._unspooled:
+            logger().warning("tenantcost_meter: usage spool %s is writable again; the usage "
+                             "kept in memory is spooled", self._delivery.folder)  # fmt: skip
+            self._unspooled = ""
+        return Spooling.SPOOLED
+
+    def _keep(self, cells: Taken, cause: OSError | None, final: bool) -> None:
+        """Cells the spool refused, back into memory (logged once while the fault lasts)."""
+        dropped = self._cells.put_back(cells)
+        if dropped is not None:
+            self._log_dropped(dropped)
+        problem = "an error" if cause is None else f"{type(cause).__name__}: {_reason(cause)}"
+        if final and problem != self._lost:
+            self._lost = problem
+            logger().error("tenantcost_meter: usage could not be spooled to %s at close (%s): "
+                           "%d cells in memory are lost when the process ends",
+                           self._delivery.folder, problem, len(self._cells))  # fmt: skip
+        elif problem != self._unspooled:
+            logger().warning("tenantcost_meter: usage could not be spooled to %s (%s): %d "
+                             "cells kept in memory (at most max_cells=%d, then the oldest "
+                             "hours are dropped) and written at the next flush",
+                             self._delivery.folder, problem, len(self._cells),
+                             self.max_cells)  # fmt: skip
+        self._unspooled = problem
+
+    def _log_dropped(self, dropped: Dropped) -> None:
+        logger().error("tenantcost_meter: more than max_cells=%d cells in memory (the spool "
+                       "cannot be written): dropped %s; %d cells dropped in all",
+                       self.max_cells, dropped.describe(), self._cells.dropped_cells)  # fmt: skip
 
     def _flush_at_exit(self, lock_seconds: float = -1) -> bool:
         """Spool and deliver within ``exit_seconds`` (SIGTERM, the end of an ASGI lifespan);
@@ -163,14 +252,14 @@ class Meter:
         if not self._flush_lock.acquire(timeout=lock_seconds):
             return False
         try:
-            spooled = self._spool(lock_seconds)
+            spooling = self._spool(lock_seconds, final=True)
         finally:
             self._flush_lock.release()
         try:
             self._delivery.deliver(time.monotonic() + self.exit_seconds)
         except Exception:
             logger().exception("tenantcost_meter: delivery at exit failed; batches stay spooled")
-        return spooled
+        return spooling is not Spooling.BUSY
 
     def _start_flusher(self) -> None:
         self._thread = threading.Thread(target=self._run, name="tenantcost-meter-flush",
@@ -188,7 +277,19 @@ class Meter:
         try:
             step()
         except Exception:
-            logger().exception("tenantcost_meter: flush failed; the cells stay spooled or counted")
+            logger().exception("tenantcost_meter: flush failed; its cells are spooled or "
+                               "kept in memory for the next flush")  # fmt: skip
+
+
+def _reason(error: OSError) -> str:
+    """An OSError's reason without the file name (a new temporary name at every flush would
+    make every failure look new)."""
+    return error.strerror or str(error)
+
+
+def _left(deadline: float | None) -> float:
+    """Seconds until ``deadline`` (-1, for ever, without one): a lock's or a join's wait."""
+    return -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
 
 
 def _tenant_source(tenant_header: str | None, tenant: TenantFunc | None
@@ -209,7 +310,8 @@ def _after_fork(ref: weakref.ref[Meter]) -> None:
     _lifecycle.after_fork_in_child()
     if meter is None or meter._closed:
         return
-    meter._cells = Cells(meter.bytes_out)
+    meter._cells = Cells(meter.bytes_out, meter.max_cells)
+    meter._unspooled = ""
     meter._flush_lock = threading.Lock()
     meter._stop = threading.Event()
     from ._delivery import Delivery

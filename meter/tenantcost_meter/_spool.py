@@ -29,7 +29,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,10 +71,16 @@ class Spool:
             return f"{self._last_ns:020d}-{os.getpid():010d}-{self._seq:08d}{SUFFIX}"
 
     def write(self, batches: list[tuple[str, dict[str, Any]]]) -> list[Path]:
-        """Spool ``(key, body)`` batches durably, all or none: every temporary file is
-        written and fsync'd before the first is renamed, so a failure (disk full) leaves no
-        batch visible and the caller may submit the same records again without counting
-        any of them twice. Their paths, once visible, whole, to every reader."""
+        """Spool ``(key, body)`` batches durably, in order. Their paths, once visible, whole,
+        to every reader.
+
+        Every temporary file is written and fsync'd before the first is renamed, so a failure
+        while writing (disk full, the folder removed) leaves no batch visible and the caller
+        may submit the same records again without counting any of them twice. A rename that
+        fails after others succeeded (the folder removed in between) raises
+        :class:`PartlyWritten`, saying how many of the first batches are visible. The folder
+        is not created again here: a removed spool folder is a fault for its owner to see
+        (the meter keeps the usage in memory until the folder is back)."""
         done: list[tuple[Path, Path]] = []
         try:
             for key, body in batches:
@@ -85,9 +91,17 @@ class Spool:
             for tmp, _ in done:
                 tmp.unlink(missing_ok=True)
             raise
-        for tmp, path in done:
-            os.replace(tmp, path)
-        _fsync_folder(self.folder)
+        for count, (tmp, path) in enumerate(done):
+            try:
+                os.replace(tmp, path)
+            except OSError as exc:
+                for left, _ in done[count:]:
+                    _unlink_quietly(left)
+                if count == 0:
+                    raise
+                raise PartlyWritten(count, exc) from exc
+        with suppress(OSError):  # the batches are visible (they will be posted): no failure
+            _fsync_folder(self.folder)
         return [path for _, path in done]
 
     def pending(self) -> list[Path]:
@@ -106,10 +120,24 @@ class Spool:
         reason is written first: a crash in between leaves the batch spooled, to be refused
         (and its reason rewritten) again by the next attempt."""
         target = self.rejected / path.name
+        self.rejected.mkdir(mode=0o700, exist_ok=True)  # the spool folder may be a new one
         _write_atomically(target.with_suffix(".reason"), reason.rstrip("\n") + "\n")
         os.replace(path, target)
         _fsync_folder(self.folder)
         return target
+
+
+class PartlyWritten(OSError):
+    """Only the first ``written`` batches of a :meth:`Spool.write` became visible."""
+
+    def __init__(self, written: int, cause: OSError) -> None:
+        super().__init__(cause.errno, f"{cause.strerror or cause} ({written} batches spooled)")
+        self.written = written
+
+
+def _unlink_quietly(path: Path) -> None:
+    with suppress(OSError):
+        path.unlink(missing_ok=True)
 
 
 @contextmanager

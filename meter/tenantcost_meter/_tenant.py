@@ -97,11 +97,20 @@ def _decoded(raw: bytes, log: RefusalLog) -> str:
     return checked(text, log)
 
 
+REPEATED = ", "
+"""What a WSGI server such as waitress puts between the values of a header sent several
+times, in the one environ entry it makes of them (wsgiref, werkzeug's development server and
+gunicorn put a bare "," there, which this does not split: a comma alone may be part of an id)."""
+
+
 def from_environ_text(raw: str | None, log: RefusalLog) -> str:
-    """A WSGI header value (PEP 3333: bytes decoded as latin-1) as a client id: its bytes
-    again, then as an ASGI value (one cache for both)."""
+    """A WSGI header value (PEP 3333: bytes decoded as latin-1) as a client id: the part
+    before the first ", " (a header sent several times arrives joined: the first counts, as
+    on ASGI; a client id holding ", " needs a tenant function), then its bytes again, then
+    as an ASGI value (one cache for both)."""
     if raw is None:
         return ""
+    raw = raw.split(REPEATED, 1)[0]
     try:
         data = raw.encode("latin-1")
     except UnicodeEncodeError:  # a server that decoded differently: take its text as it is

@@ -16,7 +16,8 @@
   -> check the cascade) and what each command prints; imported only when a command runs.
 
 Each command's ``--help`` ends with the page of ``docs/`` that documents it
-(:mod:`~tenantcost.cli.help_pages`).
+(:mod:`~tenantcost.cli.help_pages`); help reads as paragraphs, names values as users know
+them and lists the commands in the order of the work (:mod:`~tenantcost.cli.help_format`).
 
 Every user mistake surfaces as one ``error: ...`` line on stderr and exit code 2; warnings
 as ``warning: ...`` lines. ``reconcile`` exits 1 when the cascade does not close.
@@ -31,9 +32,11 @@ from tenantcost.cli import service as _service  # noqa: F401  (registers serve a
 from tenantcost.cli import store as _store  # noqa: F401  (registers db, rules and ingest)
 from tenantcost.cli import watch as _watch  # noqa: F401  (registers watch)
 from tenantcost.cli.commands import app
+from tenantcost.cli.help_format import format_help
 from tenantcost.cli.help_pages import point_help_to_docs
 
 point_help_to_docs(app)  # each command's --help ends with its page of docs/
+format_help(app)  # paragraphs, value names users know, commands in work order
 
 
 def main() -> None:

@@ -31,6 +31,7 @@ from tenantcost.cli.shell import (
     user_errors,
 )
 from tenantcost.cli.store import DataOpt, DbOpt, SettingsOpt
+from tenantcost.report.sheet_view import SheetView
 
 if TYPE_CHECKING:
     from tenantcost.config.billing import Billing
@@ -183,6 +184,15 @@ def report_command(
     db: DbOpt = None,
     data: DataOpt = None,
     settings: SettingsOpt = None,
+    view: Annotated[
+        SheetView,
+        typer.Option(
+            "--view",
+            help="Which sheets: client (what a client receives: no confidence grade, no "
+            "amounts under other keys, no file names or reproduce command) or internal "
+            "(finance's, with all of them).",
+        ),
+    ] = SheetView.CLIENT,
 ) -> None:
     """Per-client cost sheets, a finance summary and an index (HTML, PDF, Markdown)."""
     from tenantcost.cli import run
@@ -192,13 +202,13 @@ def report_command(
         from tenantcost.cli.from_db import FromDb, report_from_db
 
         which = FromDb(from_db, revision, run_id, draft, db, data, settings, catalog)
-        report_from_db(options, which, client, fmt, templates, decimals, generated_at, jobs)
+        report_from_db(options, which, client, fmt, templates, decimals, generated_at, jobs, view)
         return
     if options.config is None:  # required without --from-db: typer's own usage error
         ctx.fail("Missing option '--config'.")
     run.report(
         options, client, fmt, templates, decimals, generated_at=generated_at, jobs=jobs,
-        catalog=catalog,
+        catalog=catalog, view=view,
     )  # fmt: skip
 
 

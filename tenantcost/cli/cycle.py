@@ -93,7 +93,7 @@ def status_command(
         typer.Option(
             "--usage",
             help="Instead: the stored usage totals per month, service and client (the live "
-            "rows `run` reads; client \"\" = no client), one column per metric.",
+            'rows `run` reads; client "" = no client), one column per metric.',
         ),
     ] = False,
     db: DbOpt = None,

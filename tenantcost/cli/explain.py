@@ -85,11 +85,7 @@ def _months(options: RunOptions, vs: str | None) -> tuple[Period, Period, str]:
     month = Period.month(options.month)
     if vs is None:
         return month, previous_period(month), "--vs (default: the month before --month)"
-    try:
-        other = Period.month(vs)
-    except InputError:
-        raise InputError(f"--vs: expected YYYY-MM, got '{vs}'") from None
-    return month, other, "--vs"
+    return month, Period.month(vs, "--vs"), "--vs"
 
 
 def _as_of(text: str | None) -> datetime:

@@ -16,6 +16,7 @@ import typer
 
 from tenantcost.cli.shell import RunOptions
 from tenantcost.errors import InputError
+from tenantcost.report.sheet_view import SheetView
 
 
 @dataclass(frozen=True)
@@ -67,9 +68,11 @@ def report_from_db(
     decimals: int | None,
     generated_at: str | None,
     jobs: int | None,
+    view: SheetView = SheetView.CLIENT,
 ) -> None:
     """Render the month's issued (or draft) statement from the store into ``--out``; with
-    ``--engine dask`` the cluster's workers write the PDFs (nothing is allocated)."""
+    ``--engine dask`` the cluster's workers write the PDFs (nothing is allocated). Sheets in
+    ``view``, titled with the store catalog's names."""
     from tenantcost.cli.run import open_engine, parse_generated_at
     from tenantcost.report import parse_formats, write_pack
     from tenantcost.report.pdf_dask import dask_pdfs
@@ -93,10 +96,15 @@ def report_from_db(
             clients=clients, places=decimals, generated_at=at,
             data=DataDir(resolved.data) if resolved.data else None,
         )  # fmt: skip
+        from tenantcost.store.catalog import names_of
+
+        names = names_of(engine, [str(c) for c in statement.pack.clients])
     pack, chosen = statement.pack, statement.chosen
     with open_engine(options.engine, options.scheduler, options.workers) as cluster:
         dask = getattr(cluster, "client", None)
-        written = write_pack(pack, out, formats, templates=templates, jobs=jobs, dask=dask)
+        written = write_pack(
+            pack, out, formats, templates=templates, jobs=jobs, dask=dask, view=view, names=names
+        )
     what = (
         f"revision {chosen.revision}"
         if chosen.revision is not None
@@ -104,9 +112,8 @@ def report_from_db(
     )
     typer.echo(
         f"wrote {len(written)} files for {len(pack.clients)} client(s) of {month} ({what}) "
-        f"to {out} (open {out / 'index.html'})",
-        err=True,
-    )
+        f"to {out} (open {out / 'index.html'})"
+    )  # the command's one output: on stdout
 
 
 __all__ = ["FromDb", "report_from_db"]

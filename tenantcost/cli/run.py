@@ -31,12 +31,13 @@ from tenantcost.inputs import Inputs, load_inputs
 from tenantcost.invoice import invoice_cascade
 from tenantcost.progress import chunk_progress
 from tenantcost.reconcile import Cascade, cascade, require_closed
+from tenantcost.report.sheet_view import SheetView
 from tenantcost.split import connect
 from tenantcost.usage_source import is_url, open_usage
 from tenantcost.windows import Period, parse_utc
 from tenantcost.writers.collection import collect_summary
 from tenantcost.writers.compare import compare_document, compare_table
-from tenantcost.writers.files import prepare_out_dir, with_decimal_amount, write_outputs
+from tenantcost.writers.files import csv_frame, prepare_out_dir, write_outputs
 from tenantcost.writers.json_output import reconciliation_document, result_json
 from tenantcost.writers.text import (
     cascade_table,
@@ -278,7 +279,7 @@ def allocate(options: RunOptions, key: str | None, fmt: str) -> None:
         typer.echo(result_json(result))  # json.dumps(result_document(...), indent=2), fast
     elif fmt == "csv":
         totals = result.client_totals().assign(currency=result.currency)
-        typer.echo(with_decimal_amount(totals).to_csv(index=False), nl=False)
+        typer.echo(csv_frame(totals).to_csv(index=False), nl=False)
     else:
         typer.echo(allocation_text(result, casc))
     if out is not None:
@@ -355,11 +356,12 @@ def report(
     generated_at: str | None = None,
     jobs: int | None = None,
     catalog: Path | None = None,
+    view: SheetView = SheetView.CLIENT,
 ) -> None:
     """``report``: the pack around the main run, through the same inputs and core; with a
     ``catalog``, also the unit-economics finance page (:func:`tenantcost.report.
-    economics_page.finance_page`). With ``--engine dask`` the allocations and the PDFs run on
-    the cluster."""
+    economics_page.finance_page`) and the clients' names in the sheets' titles. With
+    ``--engine dask`` the allocations and the PDFs run on the cluster."""
     from tenantcost.report import build_pack, parse_formats, write_pack
     from tenantcost.report.pack import alternative_keys
     from tenantcost.report.pdf_dask import dask_pdfs
@@ -377,21 +379,24 @@ def report(
             run.inputs, base.result, clients=clients, places=decimals, generated_at=at,
             engine=run.engine, alternatives=alternatives,
         )  # fmt: skip
-        economics = None
+        economics, names = None, None
         if catalog is not None:
+            from tenantcost.catalog import read_catalog
             from tenantcost.report.economics_page import finance_page
 
             economics = finance_page(run.inputs, run.period, pack.base, catalog, templates, at)
+            frame = read_catalog(catalog, pack.base.currency).frame
+            named = frame.loc[frame["name"] != "", ["client", "name"]]
+            names = dict(zip(named["client"].astype(str), named["name"].astype(str), strict=True))
         dask = getattr(run.engine, "client", None) if pdf_cluster else None
         written = write_pack(
             pack, out, formats, templates=templates, jobs=jobs, unit_economics=economics,
-            dask=dask,
+            dask=dask, view=view, names=names,
         )  # fmt: skip
     typer.echo(
         f"wrote {len(written)} files for {len(pack.clients)} client(s) to {out} "
-        f"(open {out / 'index.html'})",
-        err=True,
-    )
+        f"(open {out / 'index.html'})"
+    )  # the command's one output: on stdout
 
 
 def collect(

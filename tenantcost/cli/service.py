@@ -25,7 +25,9 @@ app.add_typer(token_app, name="token")
 
 RoleOpt = Annotated[
     str,
-    typer.Option("--role", help="admin, finance, account-manager or ingest.", show_default=False),
+    typer.Option(
+        "--role", help="admin, finance, product, account-manager or ingest.", show_default=False
+    ),
 ]
 ClientOpt = Annotated[
     list[str] | None,
@@ -60,7 +62,7 @@ MaxRecordsOpt = Annotated[
     typer.Option(
         "--max-records",
         help="Largest usage batch accepted, in records (or Parquet "
-        "rows); a larger one is refused with 413.",
+        "rows, or OTLP data points per export); a larger one is refused with 413.",
         min=1,
     ),
 ]
@@ -167,9 +169,16 @@ DemoOpt = Annotated[
     bool,
     typer.Option(
         "--demo",
-        help="Serve the bundled example in a temporary store (ingested, run and closed) and "
-        "print an admin and an account-manager token; no --db/--data/--settings.",
+        help="Serve a made-up SaaS company in a temporary store (120 clients, six closed "
+        "months and the month to date, built through ingest, close, budgets and watch) and "
+        "print a token per person who reads it (admin, finance, product, an account manager "
+        "of several clients and one of a single client), each with what it may do; no "
+        "--db/--data/--settings.",
     ),
+]
+SeedOpt = Annotated[
+    int | None,
+    typer.Option("--seed", min=0, help="With --demo: another company (default: a fixed seed)."),
 ]
 HostOpt = Annotated[str, typer.Option("--host", help="Address to listen on.")]
 
@@ -185,6 +194,7 @@ def serve_command(
     max_records: MaxRecordsOpt = 100_000,
     max_body: MaxBodyOpt = 33_554_432,
     demo: DemoOpt = False,
+    seed: SeedOpt = None,
 ) -> None:
     """Serve the store over HTTP: the JSON API (/api/v1, docs at /docs) and the pages.
 
@@ -197,6 +207,8 @@ def serve_command(
     os.environ[ENV_MAX_RECORDS] = str(max_records)
     os.environ[ENV_MAX_BODY] = str(max_body)
     _check_port(host, port)
+    if seed is not None and not demo:
+        raise InputError("--seed picks the demo's company: give it with --demo")
     if not demo:
         _export_store_settings(db, data, settings)
         _run_uvicorn(host, port, workers)
@@ -212,7 +224,7 @@ def serve_command(
 
     exit_cleanly_on_sigterm()  # the temporary store goes when the server stops
     with tempfile.TemporaryDirectory(prefix="tenantcost-demo-") as folder:
-        prepared = prepare_demo(Path(folder))
+        prepared = prepare_demo(Path(folder), seed)
         os.environ.update(prepared.environ())
         typer.echo(prepared.announce(host, port))
         _run_uvicorn(host, port, workers)

@@ -279,17 +279,33 @@ IngestBillingOpt = Annotated[
 ]
 
 
+KeepDuplicatesOpt = Annotated[
+    bool,
+    typer.Option(
+        "--keep-duplicates",
+        help="Keep lines that repeat another line exactly (every column, across all the "
+        "--billing files). By default such a line is refused (exit 2), naming both places: "
+        "it is almost always a file read twice. Only for exports that really bill identical "
+        "lines (docs/store.md#billing-data-in-the-store).",
+    ),
+]
+
+
 @_register(ingest_app, "billing")
 def ingest_billing_command(
     billing: IngestBillingOpt = None,
     dry_run: DryRunOpt = False,
+    keep_duplicates: KeepDuplicatesOpt = False,
     db: DbOpt = None,
     data: DataOpt = None,
     settings: SettingsOpt = None,
     wait: WaitOpt = 0.0,
 ) -> None:
     """Ingest billing data as one batch (read as `allocate --billing` reads it, in the stored
-    rule file's currency): a restated export replaces the earlier one."""
+    rule file's currency): a restated export replaces the earlier one. Refused in one line
+    (file, row, column; exit 2), --dry-run too: a line's amount beyond 2^63 micro-units, a
+    billing period's total beyond 10^18 micro-units, a time outside 2000-01-01 .. 2100-01-01,
+    a control character in stored text, a malformed CSV line, an exact duplicate line."""
     from tenantcost.store.actor import os_actor
     from tenantcost.store.billing_ingest import ingest_billing
     from tenantcost.store.data import DataDir, Store
@@ -301,7 +317,8 @@ def ingest_billing_command(
     resolved = resolve_settings(db, data, settings)
     with current_store(resolved) as engine:
         store = Store(engine, DataDir(resolved.require_data()))
-        done = ingest_billing(store, billing, actor=os_actor(), dry_run=dry_run, wait=wait)
+        done = ingest_billing(store, billing, actor=os_actor(), dry_run=dry_run, wait=wait,
+                              keep_duplicates=keep_duplicates)  # fmt: skip
     typer.echo(_ingested_line(done))
 
 

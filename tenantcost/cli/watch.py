@@ -81,12 +81,15 @@ def watch_command(
 
 def _notify(engine: Engine, resolved: StoreSettings, watched: Watched) -> None:
     """Hand the answer to the alerts (:func:`tenantcost.store.notify.notify`): its summary
-    on stderr; exit 1 when a delivery failed (it is tried again by the next run), so a
-    CronJob's failed runs show that a destination is not reached."""
+    on stderr; when a delivery failed, one ``error:`` line after it and exit 1 (the others
+    were sent; the failed ones are tried again by the next run), so a CronJob's failed runs
+    show that a destination is not reached."""
     from tenantcost.store.notify import notify, routing_catalog
 
     report = notify(engine, resolved.alerts, watched.document, month_closed=watched.month_closed,
                     catalog=routing_catalog(engine))  # fmt: skip
     typer.echo(report.summary(), err=True)
-    if report.failed:
+    failure = report.failure()
+    if failure is not None:
+        typer.echo(failure, err=True)
         raise typer.Exit(1)

@@ -37,7 +37,6 @@ FRACTION_TOLERANCE = 1e-9
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
-
 class ResourceAmounts(Strict):
     """One number per resource: ``{cpu: ..., memory: ...}`` (both required)."""
 

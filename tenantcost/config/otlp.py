@@ -54,6 +54,10 @@ class OtlpSettings(Strict):
     """The resource attribute naming the service (a point without it is refused)."""
     metrics: dict[str, MetricMap] = Field(default_factory=dict)
     """Usage column -> its metric and value."""
+    series_expiry_hours: float = Field(default=48, gt=0, le=24 * 366)
+    """A series not seen for this long is forgotten (its kept last point is deleted, and no
+    longer read): its next cumulative point counts its whole value again. Every restarted
+    process exports new series (``service.instance.id`` changes), so the old ones go quiet."""
 
     @field_validator("metrics")
     @classmethod

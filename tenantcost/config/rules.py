@@ -36,7 +36,12 @@ from tenantcost.config.pricing import Pricing
 from tenantcost.config.privacy import Privacy
 from tenantcost.config.sources import OpenCostSource, PrometheusSource
 from tenantcost.errors import InputError, warn
-from tenantcost.limits import MAX_EXTERNAL_AMOUNT
+from tenantcost.limits import (
+    EARLIEST_INSTANT_ISO,
+    LATEST_INSTANT_ISO,
+    MAX_EXTERNAL_AMOUNT,
+    MAX_UTC_OFFSET_MINUTES,
+)
 from tenantcost.suggest import did_you_mean
 from tenantcost.tables import COST_PROPERTY_COLUMNS, LABEL_PREFIX
 
@@ -127,6 +132,25 @@ class ExternalCost(Strict):
     services: list[str] | None = None
 
 
+def _in_range(value: datetime) -> datetime:
+    """``value`` in UTC when its offset and instant are those every input may carry
+    (:mod:`tenantcost.instants`: ±14:00, 2000-01-01 .. 2100-01-01), else a ValueError the
+    rule file's loader names by path. Without pandas: ``check-config`` starts fast."""
+    offset = value.utcoffset()
+    if offset is not None and abs(offset.total_seconds()) > MAX_UTC_OFFSET_MINUTES * 60:
+        raise ValueError(f"the UTC offset of '{value.isoformat()}' is outside -14:00 .. +14:00")
+    if not _EARLIEST <= value <= _LATEST:
+        raise ValueError(
+            f"'{value.isoformat()}' is outside the accepted range {EARLIEST_INSTANT_ISO} .. "
+            f"{LATEST_INSTANT_ISO}"
+        )
+    return value.astimezone(UTC)
+
+
+_EARLIEST = datetime.fromisoformat(EARLIEST_INSTANT_ISO)
+_LATEST = datetime.fromisoformat(LATEST_INSTANT_ISO)
+
+
 class RuleVersion(Strict):
     """One dated version of the allocation rule."""
 
@@ -144,15 +168,15 @@ class RuleVersion(Strict):
     @classmethod
     def _utc(cls, value: Any) -> Any:
         if isinstance(value, datetime):
-            return value if value.tzinfo else value.replace(tzinfo=UTC)
+            return _in_range(value if value.tzinfo else value.replace(tzinfo=UTC))
         if isinstance(value, date):
-            return datetime(value.year, value.month, value.day, tzinfo=UTC)
+            return _in_range(datetime(value.year, value.month, value.day, tzinfo=UTC))
         if isinstance(value, str):
             try:  # ISO 8601 without pandas (check-config starts fast); other forms below
                 parsed = datetime.fromisoformat(value)
             except ValueError:
-                return cls._pandas_time(value)
-            return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+                return _in_range(cls._pandas_time(value))
+            return _in_range(parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed)
         return value
 
     @staticmethod

@@ -48,7 +48,6 @@ _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _URL = re.compile(r"^https?://[^/\s?#]+(/[^\s?#]*)?$")
 
 
-
 class BasicAuth(Strict):
     """HTTP basic authentication for the Prometheus API."""
 

@@ -24,6 +24,7 @@ alerts:
     - {clients: [client-b, client-c], to: [am-bob]}             # by client list
   catch_all: [finance]   # receives every alert; nobody does unless configured
   notify_below: false    # also alert when a client's projection enters "below"
+  timeout: 10            # seconds per try: a webhook's whole exchange, an SMTP operation
 ```
 
 Secrets (the webhook's HMAC key, SMTP credentials) are named by environment variable, never
@@ -128,6 +129,11 @@ class AlertSettings(Strict):
     catch_all: list[str] = Field(default_factory=list)
     """Destinations that receive every alert (none unless configured)."""
     notify_below: bool = False
+    timeout: float = Field(default=10.0, gt=0, le=120, allow_inf_nan=False)
+    """Seconds one try may take: a webhook's whole exchange (connect, request, status,
+    headers, body), or each operation with the SMTP server. At most 120: a delivery's tries
+    then end well within the 15 minutes after which its claim is taken over
+    (:data:`tenantcost.store.alert_deliveries.STALE_CLAIM`)."""
 
     @model_validator(mode="after")
     def _known_destinations(self) -> AlertSettings:

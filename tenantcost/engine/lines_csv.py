@@ -4,7 +4,8 @@ A month for thousands of clients has far more window-level lines than fit in mem
 the usage, so each chunk writes its own lines (DuckDB ``COPY``, where the chunk runs: in this
 process or on a Dask worker that shares the output folder) to a part file next to the target,
 and the run appends the parts in chunk order (header once) and deletes them. Amounts carry
-both the exact decimal and the integer micro-units, like every CSV output. It lives with the
+both the exact decimal and the integer micro-units, like every CSV output, and its text
+columns follow the spreadsheet rule of :mod:`tenantcost.csv_cells`. It lives with the
 engine, not the writers, because it is the engine's lines sink: the allocation streams into it
 while it runs.
 """
@@ -21,9 +22,15 @@ from typing import BinaryIO
 import duckdb
 import pandas as pd
 
+from tenantcost.csv_cells import sql_neutralised
 from tenantcost.errors import InternalError
 
 _STAMP = "'%Y-%m-%dT%H:%M:%SZ'"
+_TEXT = ", ".join(
+    sql_neutralised(f"l.{column}", column)
+    for column in ("rule_id", "client", "source", "kind", "key")
+)
+"""The text columns, each cell a spreadsheet would run as a formula with a leading ``'``."""
 
 LINES_CSV_SQL = f"""
     COPY (
@@ -42,7 +49,7 @@ LINES_CSV_SQL = f"""
         )
         SELECT coalesce(w.start_text, strftime(l.window_start, {_STAMP})) AS window_start,
                coalesce(w.end_text, strftime(l.window_end, {_STAMP})) AS window_end,
-               l.rule_id, l.client, l.source, l.kind, l.key, l.measure, l.total_measure,
+               {_TEXT}, l.measure, l.total_measure,
                l.share, l.amount::DECIMAL(19, 0) * 0.000001 AS amount,
                l.amount AS amount_micros
         FROM all_lines l LEFT JOIN window_text w

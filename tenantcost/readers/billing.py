@@ -32,7 +32,8 @@ import duckdb
 from tenantcost.config.billing import BILLING_MATCH_COLUMNS
 from tenantcost.duck import quote
 from tenantcost.errors import InputError
-from tenantcost.readers import cur, focus_columns
+from tenantcost.limits import EARLIEST_INSTANT_ISO, INT64_MAX, LATEST_INSTANT_ISO
+from tenantcost.readers import billing_csv, cur, focus_columns
 from tenantcost.readers.billing_cells import (
     Cell,
     decimal_cell,
@@ -41,6 +42,7 @@ from tenantcost.readers.billing_cells import (
     text_value,
     timestamp_cell,
 )
+from tenantcost.stored_text import bad_text_sql, text_problem
 
 NO_INVOICE_ID = "(no invoice id)"
 SUFFIXES = (".csv", ".csv.gz", ".parquet")
@@ -72,6 +74,8 @@ class BillingData:
     """``view`` plus ``x_problem``: a caller that scans every line anyway (the allocation's
     grouping) counts the problems in that scan and checks only when there is one
     (``open_billing(..., check=False)`` and :func:`check_billing`)."""
+    sources: tuple[Source, ...] = ()
+    """The scans the views read (for the duplicate check and the CSV error diagnosis)."""
 
 
 @dataclass(frozen=True)
@@ -94,11 +98,10 @@ class Source:
                 " union_by_name=true, filename='x_src_file', file_row_number=true,"
                 " hive_partitioning=false))"
             )
+        header = list(self.types)  # the header's names, in its order
         return (
             "(SELECT *, row_number() OVER () + 1 AS x_src_row FROM "
-            f"read_csv({literal(self.files[0])},"
-            " all_varchar=true, header=true, delim=',', quote='\"', escape='\"',"
-            " filename='x_src_file', hive_partitioning=false))"
+            f"{billing_csv.csv_scan(self.files[0], header)})"
         )
 
 
@@ -109,6 +112,11 @@ class Stage:
     columns: dict[str, str] = field(default_factory=dict)
     problems: list[tuple[str, str]] = field(default_factory=list)
     """(SQL condition, ``column|kind``) in the order they are reported."""
+    inner: dict[str, str] = field(default_factory=dict)
+    """Columns computed once, in a SELECT under the stage's, for expressions that use them."""
+    shown: dict[str, str] = field(default_factory=dict)
+    """Canonical money and time column -> the file's column an error about it names, as SQL
+    (the range checks of :func:`_range_problems` run on the typed canonical columns)."""
 
     def cell(self, name: str, cell: Cell, *, required: bool, kind: str) -> None:
         self.columns[name] = cell.value
@@ -117,17 +125,73 @@ class Stage:
             self.problems.append((cell.missing, f"{name}|missing"))
         self.problems.append((cell.bad, f"{name}|{kind}"))
 
+    def stored_text(self, shown: dict[str, str], tags: str | None) -> None:
+        """The stored-text rule (:mod:`tenantcost.stored_text`) on the text columns the
+        store keeps (``shown``: canonical column -> the name the error shows) and the tags
+        JSON: one regular expression per row over all of them, the column found only for a
+        row that has one."""
+        texts = [c for c in shown if c in self.columns]
+        joined = f"concat({', '.join(self.columns[c] for c in texts)})"
+        tag_sql = self.columns.get(tags, "''") if tags else "''"
+        which = " ".join(
+            f"WHEN {bad_text_sql(self.columns[c])} THEN {literal(f'{shown[c]}|control:{c}')}"
+            for c in texts
+        )
+        which += f" WHEN {bad_text_sql(tag_sql, json=True)} THEN 'Tags|control:Tags'"
+        for c in texts:
+            self.columns[f"_text_{c}"] = self.columns[c]
+        self.columns["_text_Tags"] = tag_sql
+        # The joined text is computed once, in an inner SELECT (DuckDB would otherwise build
+        # it for each of the test's parts), and the test is a column of its own: inside the
+        # long CASE of the cell problems, on the rows each WHEN leaves, it costs several times
+        # more.
+        self.inner = {"x_joined_text": joined, "x_tags_text": tag_sql}
+        condition = (f"{bad_text_sql('x_joined_text')} OR"
+                     f" {bad_text_sql('x_tags_text', json=True)}")  # fmt: skip
+        self.columns["x_text_problem"] = f"CASE WHEN {condition} THEN CASE {which} END END"
+
     def sql(self, source: Source) -> str:
         problem = " ".join(f"WHEN {cond} THEN {literal(code)}" for cond, code in self.problems
                            if cond != "FALSE")  # fmt: skip
         columns = [f"{sql} AS {quote(name)}" for name, sql in self.columns.items()]
+        columns += [f"{sql} AS {quote('x_col_' + c)}" for c, sql in self.shown.items()]
         columns.append(f"CASE {problem} END AS x_cell_problem" if problem
                        else "CAST(NULL AS VARCHAR) AS x_cell_problem")  # fmt: skip
         return (
             "SELECT CAST(x_src_file AS VARCHAR) AS x_file, CAST(x_src_row AS BIGINT) AS x_row, "
             + ", ".join(columns)
-            + f" FROM {source.relation()}"
+            + f" FROM {self._scan(source)}"
         )
+
+    def _scan(self, source: Source) -> str:
+        if not self.inner:
+            return source.relation()
+        extra = ", ".join(f"{sql} AS {quote(name)}" for name, sql in self.inner.items())
+        return f"(SELECT *, {extra} FROM {source.relation()})"
+
+
+MAX_LINE_AMOUNT = f"{INT64_MAX // 1_000_000}.{INT64_MAX % 1_000_000:06d}"
+"""The largest amount of one line, in currency units: its micro-units must fit ``int64``
+(:data:`~tenantcost.limits.INT64_MAX`), as ``run`` holds them (``billed.micros_sql``)."""
+
+
+def _range_problems(split: bool) -> tuple[tuple[str, str], ...]:
+    """Amounts whose micro-units would not fit ``int64`` (``|amount| >``
+    :data:`MAX_LINE_AMOUNT`, a bound a hair stricter than rounding first), and times outside
+    :data:`~tenantcost.limits.EARLIEST_INSTANT_ISO` .. :data:`~tenantcost.limits.LATEST_INSTANT_ISO`
+    (an end may be that last instant), on the typed canonical columns: cheap comparisons,
+    where a check on each cell would evaluate its parse a second time."""
+    money = [
+        (f"abs({c}) > {MAX_LINE_AMOUNT}", c, "overflow")
+        for c in (*focus_columns.MONEY, *(("SplitCost", "UnusedCost") if split else ()))
+    ]
+    earliest = f"TIMESTAMPTZ {literal(EARLIEST_INSTANT_ISO)}"
+    latest = f"TIMESTAMPTZ {literal(LATEST_INSTANT_ISO)}"
+    times = [(f"({c} < {earliest} OR {c} {'>' if c.endswith('End') else '>='} {latest})", c,
+              "range") for c in focus_columns.TIMES]  # fmt: skip
+    return tuple(
+        (cond, f"coalesce(x_col_{c}, '{c}') || '|{kind}:{c}'") for cond, c, kind in money + times
+    )
 
 
 # --------------------------------------------------------------------------- files
@@ -168,13 +232,10 @@ def _suffix_ok(path: Path) -> bool:
 
 def _columns(con: duckdb.DuckDBPyConnection, file: str) -> list[tuple[str, str]]:
     """(name, DuckDB type) of a file's columns, from its header or Parquet schema."""
-    scan = (
-        f"read_parquet({literal(file)})" if file.lower().endswith(".parquet")
-        else f"read_csv({literal(file)}, all_varchar=true, header=true, delim=',',"
-        " quote='\"', escape='\"')"
-    )  # fmt: skip
+    if not file.lower().endswith(".parquet"):
+        return [(name, "VARCHAR") for name in billing_csv.csv_header(file)]
     try:
-        rows = con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()
+        rows = con.execute(f"DESCRIBE SELECT * FROM read_parquet({literal(file)})").fetchall()
     except duckdb.Error as exc:
         raise InputError(f"cannot read billing file: {_first_line(exc)}", file=file) from None
     return [(str(r[0]), str(r[1])) for r in rows]
@@ -247,6 +308,11 @@ def focus_stage(source: Source) -> Stage:
         stage.cell(column, decimal_cell(ref(column) or "NULL", dtype(column)),
                    required=True, kind="number")  # fmt: skip
     stage.cell("Tags", tags_cell(ref("Tags"), dtype("Tags")), required=False, kind="tags")
+    for column in (*focus_columns.TIMES, *focus_columns.MONEY):
+        stage.shown[column] = literal(focus_columns.resolve(column, source.names) or column)
+    texts = (*BILLING_MATCH_COLUMNS, "BillingCurrency")
+    stage.stored_text({c: focus_columns.resolve(c, source.names) or c for c in texts
+                       if focus_columns.resolve(c, source.names)}, "Tags")  # fmt: skip
     method = ref("AllocatedMethodId")
     stage.columns["x_alloc"] = "FALSE" if method is None else f"{text_value(method)} <> ''"
     stage.columns["x_split"] = "FALSE"
@@ -285,6 +351,17 @@ def cur_stage(source: Source) -> Stage:
     stage.columns["_raw_EffectiveCost"] = text_value(col("line_item_line_item_type"))
     stage.problems.append((f"NOT ({split}) AND ({stage.columns['EffectiveCost']}) IS NULL",
                            "EffectiveCost|derive"))  # fmt: skip
+    net = cells.get("line_item_net_unblended_cost")
+    billed = (
+        "'line_item_unblended_cost'"
+        if net is None
+        else f"CASE WHEN ({net.value}) IS NULL THEN 'line_item_unblended_cost'"
+        " ELSE 'line_item_net_unblended_cost' END"
+    )  # as billed_cost() chooses
+    stage.shown.update({c: literal(n) for c, n in times.items()})
+    stage.shown.update({"BilledCost": billed, "EffectiveCost": "'EffectiveCost'",
+                        "SplitCost": "'split_line_item_split_cost'",
+                        "UnusedCost": "'split_line_item_unused_cost'"})  # fmt: skip
     tags = col("resource_tags")
     stage.cell("Tags", tags_cell(tags, source.types.get(source.names.get("resource_tags", ""), "")),
                required=False, kind="tags")  # fmt: skip
@@ -294,6 +371,9 @@ def cur_stage(source: Source) -> Stage:
         stage.columns[name] = sql
     stage.problems.append((f"({split}) AND ({stage.columns['SplitCost']}) IS NULL",
                            "split_line_item_split_cost|missing"))  # fmt: skip
+    shown = {c: cur.TEXT_SOURCES.get(c, c) for c in (*BILLING_MATCH_COLUMNS, "BillingCurrency",
+                                                     *cur.SPLIT_TEXT)}  # fmt: skip
+    stage.stored_text(shown, None)
     return stage
 
 
@@ -333,12 +413,20 @@ MESSAGES = {
     " period {BillingPeriodStart} – {BillingPeriodEnd} (only ChargeClass 'Correction' rows may be)",
     "derive": "EffectiveCost cannot be derived for line item type {raw}: a cost column it needs"
     " is empty (docs/billing-data.md)",
+    "overflow": "amount {raw} is too large: a line's amount in micro-units must fit a 64-bit"
+    f" integer (at most {MAX_LINE_AMOUNT} in absolute value), as run holds it",
+    "range": "{raw} is outside the instants tenantcost accepts"
+    f" ({EARLIEST_INSTANT_ISO} to {LATEST_INSTANT_ISO})",
+    "control": "{raw}",
 }
 
 
-def _problem_sql() -> str:
-    whens = " ".join(f"WHEN {cond} THEN {literal(code)}" for cond, code in PERIOD_PROBLEMS)
-    return f"COALESCE(x_cell_problem, CASE {whens} END)"
+def _problem_sql(split: bool) -> str:
+    """The first problem of a row: its cells', else the range and period checks (``split``:
+    the data has CUR split rows, whose split costs are checked too)."""
+    whens = " ".join(f"WHEN {cond} THEN {code}" for cond, code in _range_problems(split))
+    whens += " " + " ".join(f"WHEN {cond} THEN {literal(code)}" for cond, code in PERIOD_PROBLEMS)
+    return f"COALESCE(x_cell_problem, x_text_problem, CASE {whens} END)"
 
 
 def _raise_problem(con: duckdb.DuckDBPyConnection, stage: str) -> None:
@@ -349,22 +437,36 @@ def _raise_problem(con: duckdb.DuckDBPyConnection, stage: str) -> None:
     ).fetchall()[0]
     column, kind = str(code).split("|")
     names = con.execute(f"SELECT * FROM {stage} LIMIT 0").description or []
-    wanted = [f"_raw_{column}"] if f"_raw_{column}" in {d[0] for d in names} else []
-    wanted += list(focus_columns.TIMES)
+    kind, _, canonical = kind.partition(":")
+    raw_of = {"control": f"_text_{canonical}", "range": f"_raw_{canonical}"}.get(
+        kind, f"_raw_{column}"
+    )  # the cell as written
+    if kind == "overflow" and raw_of not in {d[0] for d in names}:
+        raw_of = canonical  # derived (CUR EffectiveCost): the typed amount
+    wanted = [raw_of] if raw_of in {d[0] for d in names} else []
+    wanted += [t for t in focus_columns.TIMES if t != raw_of]
+    # as text (a year 0000 has no Python datetime), UTC
+    shown = [f"CAST(timezone('UTC', {quote(w)}) AS VARCHAR)" if w in focus_columns.TIMES
+             else f"CAST({quote(w)} AS VARCHAR)" for w in wanted]  # fmt: skip
     values = con.execute(
-        f"SELECT {', '.join(quote(w) for w in wanted)} FROM {stage}"
-        " WHERE x_file = ? AND x_row = ?", [file, row],
+        f"SELECT {', '.join(shown)} FROM {stage} WHERE x_file = ? AND x_row = ?", [file, row],
     ).fetchall()[0]  # fmt: skip
     found = dict(zip(wanted, values, strict=True))
-    raw = found.get(f"_raw_{column}")
-    context = {k: _iso(v) for k, v in found.items()}
+    raw = found.get(raw_of)
+    context = {k: _iso(v) for k, v in found.items() if k in focus_columns.TIMES}
+    if kind == "overflow" and raw is not None and "." in str(raw):
+        raw = str(raw).rstrip("0").rstrip(".")
+    if kind == "control":
+        raw = text_problem(str(raw), "the text") or "holds a control character"
+        message = f"{raw}: stored text may hold no control character (docs/billing-data.md)"
+        raise InputError(message, file=file, where=f"row {row}", column=column)
     message = MESSAGES[kind].format(raw="(empty)" if raw is None else repr(str(raw)), **context)
     raise InputError(message, file=file, where=f"row {row}", column=column)
 
 
 def _iso(value: object) -> str:
-    text = str(value)
-    return text.replace(" ", "T").replace("+00:00", "Z") if value is not None else "(empty)"
+    """A UTC timestamp's text (DuckDB's ``2026-11-01 00:00:00``) as ISO 8601 with ``Z``."""
+    return f"{str(value).replace(' ', 'T')}Z" if value is not None else "(empty)"
 
 
 def _check_currency(con: duckdb.DuckDBPyConnection, stage: str, low: str, high: str,
@@ -429,10 +531,11 @@ def _create_views(con: duckdb.DuckDBPyConnection, stages: list[tuple[Source, Sta
     name = f"billing_{next(_COUNTER)}"
     union = " UNION ALL BY NAME ".join(f"({stage.sql(source)})" for source, stage in stages)
     allocating = any("allocatedmethodid" in source.names for source, _ in stages)
+    split_rows = any("SplitCost" in stage.columns for _, stage in stages)
     key = f", {_key_sql()} AS x_key" if allocating else ""
     con.execute(
-        f"CREATE OR REPLACE TEMP VIEW {name}_stage AS SELECT *, {_problem_sql()} AS x_problem"
-        f"{key} FROM ({union})"
+        f"CREATE OR REPLACE TEMP VIEW {name}_stage AS SELECT *,"
+        f" {_problem_sql(split_rows)} AS x_problem{key} FROM ({union})"
     )
     where = "NOT x_split"
     if allocating:
@@ -479,14 +582,15 @@ def open_billing(
         raise InputError("no billing input given")
     origin = describe_paths(paths)
     files = billing_files(paths)
-    stages = [(source, stage_for(source)) for source in sources(con, files)]
+    scans = sources(con, files)
+    stages = [(source, stage_for(source)) for source in scans]
     view, stage, split = _create_views(con, stages, focus_allocations)
     try:
         if check:
             validate(con, stage, currency)
         rows = int(con.execute(f"SELECT count(*) FROM {view}").fetchall()[0][0])
     except duckdb.Error as exc:
-        raise InputError(f"cannot read billing data: {_first_line(exc)}", file=origin) from None
+        raise read_error(con, scans, exc, origin) from None
     return BillingData(
         view=view,
         split_view=split,
@@ -495,7 +599,21 @@ def open_billing(
         rows=rows,
         stage=stage,
         checked_view=f"{view}_checked",
+        sources=tuple(scans),
     )
+
+
+def read_error(
+    con: duckdb.DuckDBPyConnection, scans: Sequence[Source], exc: Exception, origin: str
+) -> InputError:
+    """A failed scan as one line: a CSV file's first bad line (file, row, column) when one of
+    them has it (:func:`tenantcost.readers.billing_csv.diagnose`), else DuckDB's first line."""
+    for source in scans:
+        if source.fmt == "csv":
+            found = billing_csv.diagnose(con, source.files[0], list(source.types))
+            if found is not None:
+                return found
+    return InputError(f"cannot read billing data: {_first_line(exc)}", file=origin)
 
 
 def check_billing(con: duckdb.DuckDBPyConnection, data: BillingData, currency: str) -> None:
@@ -504,9 +622,7 @@ def check_billing(con: duckdb.DuckDBPyConnection, data: BillingData, currency: s
     try:
         validate(con, data.stage, currency)
     except duckdb.Error as exc:
-        raise InputError(
-            f"cannot read billing data: {_first_line(exc)}", file=data.origin
-        ) from None
+        raise read_error(con, data.sources, exc, data.origin) from None
 
 
 def check_split_rows(con: duckdb.DuckDBPyConnection, data: BillingData, currency: str) -> None:
@@ -517,6 +633,4 @@ def check_split_rows(con: duckdb.DuckDBPyConnection, data: BillingData, currency
     try:
         validate(con, f"(SELECT * FROM {data.stage} WHERE x_split)", currency)
     except duckdb.Error as exc:
-        raise InputError(
-            f"cannot read billing data: {_first_line(exc)}", file=data.origin
-        ) from None
+        raise read_error(con, data.sources, exc, data.origin) from None

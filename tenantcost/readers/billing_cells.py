@@ -34,7 +34,6 @@ _DECIMAL_TYPE = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
 _INTEGERS = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER"}
 
 
-
 def literal(text: str) -> str:
     """A SQL string literal."""
     return "'" + text.replace("'", "''") + "'"

@@ -22,7 +22,7 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +32,9 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from tenantcost.csv_cells import restored_cells
 from tenantcost.errors import InputError, warn
+from tenantcost.instants import parse_instants
 from tenantcost.limits import MAX_COST_PER_ROW
 from tenantcost.money import amount_problem, running_total, to_micros
 from tenantcost.origin import split_origin  # re-exported: readers name their rows' origins
@@ -57,9 +59,6 @@ CANONICAL_REQUIRED_COLUMNS = [
 
 CANONICAL_OPTIONAL_PROPERTIES = ["name", "node", "pod"]
 """Property columns that default to ``""`` (``name`` is derived, see :func:`derive_name`)."""
-
-_NS_MIN = pd.Timestamp("1677-09-22", tz="UTC")
-_NS_MAX = pd.Timestamp("2262-04-11", tz="UTC")
 
 
 # --------------------------------------------------------------------------- raw tables
@@ -347,45 +346,11 @@ def parse_utc(values: pd.Series, raw: RawTable, column: str) -> pd.Series:
     """Timestamps as ``datetime64[ns, UTC]``: ISO 8601 with ``Z`` or an offset; naive = UTC.
 
     Windows from different sources are compared and joined, so they must share one zone and
-    one resolution. The first unparseable (or empty) cell is reported by row and column.
+    one resolution. The first bad cell (unreadable, empty, an offset beyond ±14:00, outside
+    2000-01-01 .. 2100-01-01: :mod:`tenantcost.instants`) is reported by row and column.
     """
-    if isinstance(values.dtype, pd.DatetimeTZDtype):
-        parsed = values.dt.tz_convert("UTC")
-    elif pd.api.types.is_datetime64_dtype(values.dtype):
-        parsed = values.dt.tz_localize("UTC")
-    else:
-        parsed = _parse_distinct(values)
-    bad = parsed.isna().to_numpy()
-    if bad.any():
-        position = int(np.flatnonzero(bad)[0])
-        value = values.iloc[position]
-        problem = (
-            "timestamp is empty"
-            if _is_empty(value)
-            else f"cannot read timestamp {str(value)!r}: expected ISO 8601 such as "
-            "2026-11-07T00:00:00Z"
-        )
-        raise InputError(problem, file=raw.file, where=raw.place(position), column=column)
-    outside = ((parsed < _NS_MIN) | (parsed > _NS_MAX)).to_numpy()
-    if outside.any():
-        position = int(np.flatnonzero(outside)[0])
-        raise InputError(
-            f"timestamp {str(values.iloc[position])!r} is out of range (1677..2262)",
-            file=raw.file,
-            where=raw.place(position),
-            column=column,
-        )
-    return parsed.dt.as_unit("ns").reset_index(drop=True)
-
-
-def _parse_distinct(values: pd.Series) -> pd.Series:
-    """ISO 8601 text as UTC timestamps (NaT where unreadable or empty), each distinct text
-    parsed once: a usage file repeats every window once per client and service, so this is
-    a hash of the column and a parse of a few hundred strings instead of millions."""
-    codes, uniques = pd.factorize(values.astype("str"), use_na_sentinel=True)
-    text = pd.Series(uniques, dtype="str").str.strip()
-    parsed = pd.DatetimeIndex(pd.to_datetime(text, utc=True, format="ISO8601", errors="coerce"))
-    return pd.Series(parsed.take(codes, allow_fill=True, fill_value=pd.NaT), index=values.index)
+    parsed = parse_instants(values, file=raw.file, place=raw.place, column=column)
+    return parsed.reset_index(drop=True)
 
 
 def parse_float(values: pd.Series, raw: RawTable, column: str) -> pd.Series:
@@ -467,6 +432,19 @@ def check_amount_cells(values: pd.Series, raw: RawTable, column: str) -> None:
 def text(values: pd.Series) -> pd.Series:
     """Cells as pandas ``str`` with ``""`` for missing values."""
     return values.astype("str").fillna("").reset_index(drop=True)
+
+
+def unquoted(raw: RawTable, columns: Collection[str]) -> RawTable:
+    """``raw`` with its text ``columns`` (those present) as text, without the ``'`` that
+    tenantcost's CSV files put before a formula character for spreadsheets
+    (:mod:`tenantcost.csv_cells`): a file tenantcost wrote reads back as it was."""
+    changed = {}
+    for column in (c for c in columns if c in raw.frame.columns):
+        cells = text(raw.frame[column])
+        restored = restored_cells(cells)
+        if restored is not cells:
+            changed[column] = restored
+    return replace(raw, frame=raw.frame.assign(**changed)) if changed else raw
 
 
 def _is_empty(value: object) -> bool:
@@ -609,6 +587,8 @@ def read_canonical_costs(path: str | Path) -> pd.DataFrame:
     elif suffix == ".csv":
         raw = read_csv_raw(path)
         present = list(raw.frame.columns)
+        raw = unquoted(raw, [c for c in present if c in COST_PROPERTY_COLUMNS
+                             or c.startswith(LABEL_PREFIX)])  # fmt: skip
         require_columns(present, CANONICAL_REQUIRED_COLUMNS, file, known=_known(present))
     else:
         raise InputError("expected a .csv or .parquet canonical cost file", file=file)

@@ -141,6 +141,28 @@ def text_columns(col: Lookup) -> dict[str, str]:
     }
 
 
+TEXT_SOURCES: dict[str, str] = {
+    "BillingAccountId": "bill_payer_account_id", "BillingAccountName": "bill_payer_account_name",
+    "SubAccountId": "line_item_usage_account_id",
+    "SubAccountName": "line_item_usage_account_name", "InvoiceId": "bill_invoice_id",
+    "PublisherName": "bill_billing_entity", "InvoiceIssuerName": "bill_invoicing_entity",
+    "ResourceId": "line_item_resource_id", "AvailabilityZone": "line_item_availability_zone",
+    "ChargeDescription": "line_item_line_item_description", "SkuPriceId": "pricing_rate_code",
+    "BillingCurrency": "line_item_currency_code",
+    "ServiceName": "product", "ResourceType": "product", "RegionId": "product",
+    "RegionName": "product", "SkuId": "product",
+    "CommitmentDiscountId": "savings_plan_savings_plan_a_r_n",
+    "ParentResourceId": "split_line_item_parent_resource_id", "Pod": "line_item_resource_id",
+    "Cluster": "resource_tags", "Namespace": "resource_tags", "WorkloadName": "resource_tags",
+    "WorkloadType": "resource_tags", "Node": "resource_tags",
+}  # fmt: skip
+"""The CUR 2.0 column a canonical text column is read from, named by an error about it (a
+``product`` attribute may come from its flattened ``product_*`` column too)."""
+SPLIT_TEXT: tuple[str, ...] = ("ParentResourceId", "Cluster", "Namespace", "WorkloadName",
+                               "WorkloadType", "Node", "Pod")  # fmt: skip
+"""The text columns of a split row (``split_columns``), stored with it."""
+
+
 def money_cells(col: Lookup, dtype: Callable[[str], str]) -> dict[str, Cell]:
     """Each CUR money column the export has, as an exact decimal cell."""
     cells: dict[str, Cell] = {}
@@ -169,13 +191,20 @@ def effective_cost(col: Lookup, cells: dict[str, Cell]) -> str:
     total = cells.get("savings_plan_total_commitment_to_date")
     used = cells.get("savings_plan_used_commitment")
     unused_sp = f"({total.value}) - ({used.value})" if total and used else null
-    upfront = _either(cells, "reservation_net_unused_amortized_upfront_fee_for_billing_period",
-                      "reservation_unused_amortized_upfront_fee_for_billing_period")
-    recurring = _either(cells, "reservation_net_unused_recurring_fee",
-                        "reservation_unused_recurring_fee")
+    upfront = _either(
+        cells,
+        "reservation_net_unused_amortized_upfront_fee_for_billing_period",
+        "reservation_unused_amortized_upfront_fee_for_billing_period",
+    )
+    recurring = _either(
+        cells, "reservation_net_unused_recurring_fee", "reservation_unused_recurring_fee"
+    )
     ri_unused = f"({upfront}) + ({recurring})"
-    sp_used = _either(cells, "savings_plan_net_savings_plan_effective_cost",
-                      "savings_plan_savings_plan_effective_cost")
+    sp_used = _either(
+        cells,
+        "savings_plan_net_savings_plan_effective_cost",
+        "savings_plan_savings_plan_effective_cost",
+    )
     ri_used = _either(cells, "reservation_net_effective_cost", "reservation_effective_cost")
     zero = "CAST(0 AS DECIMAL(38,18))"
     return (
@@ -208,8 +237,9 @@ def split_columns(col: Lookup, cells: dict[str, Cell]) -> dict[str, str]:
         "Node": f"CASE WHEN {node} <> '' THEN {node} ELSE {parent} END",
         "Pod": text_value(col("line_item_resource_id")),
         "SplitCost": _either(cells, "split_line_item_net_split_cost", "split_line_item_split_cost"),
-        "UnusedCost": _either(cells, "split_line_item_net_unused_cost",
-                              "split_line_item_unused_cost"),
+        "UnusedCost": _either(
+            cells, "split_line_item_net_unused_cost", "split_line_item_unused_cost"
+        ),
     }
 
 

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from tenantcost.errors import InputError
+from tenantcost.instants import parse_instants
 from tenantcost.limits import MAX_COST_PER_ROW
 from tenantcost.money import amount_problem
 from tenantcost.readers.canonical import conform_costs, validate_costs
@@ -253,19 +254,9 @@ def _window_edge(allocation: dict[str, Any], edge: str, path: str, origin: str) 
 
 
 def _parse_times(values: list[str], paths: list[str], origin: str) -> pd.Series:
-    parsed = pd.to_datetime(
-        pd.Series(values, dtype="str"), utc=True, format="ISO8601", errors="coerce"
-    )
-    bad = parsed.isna().to_numpy()
-    if bad.any():
-        position = int(np.flatnonzero(bad)[0])
-        raise InputError(
-            f"cannot read timestamp {values[position]!r}: expected RFC 3339 such as "
-            "2026-11-07T00:00:00Z",
-            file=origin,
-            where=paths[position],
-        )
-    return parsed.dt.as_unit("ns")
+    """RFC 3339 windows, checked as every input's (:mod:`tenantcost.instants`)."""
+    return parse_instants(pd.Series(values, dtype="str"), file=origin, place=paths.__getitem__,
+                          example="RFC 3339 such as 2026-11-07T00:00:00Z")  # fmt: skip
 
 
 def _total_cost(allocation: dict[str, Any], path: str, origin: str) -> float:
@@ -404,10 +395,10 @@ def _fast_times(windows: list[Any], edge: str) -> pd.Series | None:
     values = list(map(dict.get, windows, repeat(edge)))
     if not _plain(values, {str}):
         return None
-    parsed = pd.to_datetime(
-        pd.Series(values, dtype="str"), utc=True, format="ISO8601", errors="coerce"
-    )
-    return None if parsed.isna().any() else parsed.dt.as_unit("ns")
+    try:
+        return parse_instants(pd.Series(values, dtype="str"))
+    except InputError:  # the exact path names the allocation
+        return None
 
 
 def _fast_columns(allocations: list[dict[str, Any]], keys: list[str]) -> dict[str, Any] | None:

@@ -39,12 +39,13 @@ from tenantcost.bridge import (
     month_figures,
     only_version,
     oriented,
+    part_label,
 )
 from tenantcost.config.rules import RuleSet
 from tenantcost.engine import Engine
 from tenantcost.errors import InputError, InputWarning
 from tenantcost.inputs import Inputs
-from tenantcost.money import round_for_display
+from tenantcost.money import MINOR_UNIT_EXPONENT, round_for_display
 from tenantcost.reconcile import cascade, require_closed
 from tenantcost.report.display import format_units, period_label
 from tenantcost.windows import Period
@@ -53,15 +54,18 @@ __all__ = [
     "Column",
     "PackBridges",
     "RuleChange",
+    "ShownBridge",
     "against_previous",
     "bridge_notice",
     "bridges_between",
     "client_spans",
+    "effect_labels",
     "only_version",
     "pack_bridges",
     "previous_allocation",
     "previous_period",
     "quiet_allocate",
+    "shown_bridge",
     "within_period",
 ]
 
@@ -277,6 +281,10 @@ def against_previous(
 
 BRIDGE_ROWS = 6
 """The largest parts a sheet's bridge lists; the others are summed on one row."""
+ROUNDING = "rounding"
+"""The effect of a bridge row that is no part of ``explain``: the two ends' display rounding,
+when one was shown further than a display unit from its exact amount (a month frozen at fewer
+decimals), so that the rows still add up to the change as shown."""
 
 
 @dataclass(frozen=True)
@@ -369,26 +377,60 @@ def _signed(units: int, places: int) -> str:
     return ("+" if units > 0 else "") + format_units(units, places)
 
 
+@dataclass(frozen=True)
+class ShownBridge:
+    """A client's bridge as people read it: both ends as their own months' pages show them
+    (each month's frozen string, at its own decimals), and the parts rounded at ``places``
+    (the finer of the two ends' decimals) so that they add up to the change between the two
+    ends as shown, exactly."""
+
+    vs: str
+    vs_revision: int | None
+    month: str
+    currency: str
+    places: int
+    """Decimals of the parts and of the change."""
+    early: int
+    """The previous month's shown figure, in units of ``10**-places``."""
+    late: int
+    early_text: str
+    """The previous month's frozen string (its own decimals)."""
+    late_text: str
+    labels: list[str]
+    """Each part's reason in plain words (a last one for the smaller changes)."""
+    effects: list[str]
+    """Each part's effect code (the smaller changes': their codes, comma-separated)."""
+    units: list[int]
+    """Each part in units of ``10**-places``; none is zero."""
+
+    @property
+    def change(self) -> int:
+        return self.late - self.early
+
+
 def _shown_end(
     shown: dict[str, int] | None, shown_places: int | None, client: str, exact: int, places: int
-) -> int:
-    """A period's figure as its pages show it when known at ``places``, else rounded alone."""
-    if shown is not None and shown_places == places and client in shown:
-        return int(shown[client])
-    return round_for_display([exact], places)[0]
+) -> tuple[int, int]:
+    """A period's figure as its pages show it (units, decimals) when known, else its exact
+    amount rounded alone at ``places``."""
+    if shown is not None and shown_places is not None and client in shown:
+        return int(shown[client]), int(shown_places)
+    return round_for_display([exact], places)[0], places
 
 
-def bridge_notice(
+def shown_bridge(
     pb: PackBridges, client: str, places: int, late_shown: int | None = None
-) -> tuple[str, str, list[tuple[str, str, str]]] | None:
-    """A sheet's bridge: (title, text, rows of label, amount, effect), the largest parts
-    first, rounded for display so the rows add up to the shown change; ``None`` when the
-    client is not in both periods.
+) -> ShownBridge | None:
+    """The client's bridge rounded for display (``None`` when the client is not in both
+    periods): the largest parts first, at most :data:`BRIDGE_ROWS` and one row for the rest.
 
     Its two ends read as the two periods' pages show them: ``late_shown`` (this period's
-    displayed figure, the sheet's total) and the previous period's from
-    :attr:`PackBridges.early_shown` when it was shown at the same decimals; an end not given
-    is its exact amount rounded alone."""
+    displayed figure at ``places``, the sheet's total) and the previous period's from
+    :attr:`PackBridges.early_shown`; an end not given is its exact amount rounded alone. When
+    the two ends were frozen at different decimals (``0.116`` then ``0.1234``), the change
+    and the parts use the finer ones, so nothing is rounded twice; should an end then lie more
+    than a unit from its exact amount, a last :data:`ROUNDING` row says by how much the ends'
+    rounding moved the change."""
     if client not in pb.amounts.index or client not in pb.spans:
         return None
     row = pb.amounts.loc[client]
@@ -400,32 +442,61 @@ def bridge_notice(
     amounts = [int(v) for v in shown["amount"].tolist()]
     if len(rest):
         amounts.append(int(rest["amount"].sum()))
-    ends = [_shown_end(pb.early_shown, pb.early_places, client, early, places),
-            round_for_display([late], places)[0] if late_shown is None else late_shown]  # fmt: skip
-    try:  # the parts add up to the change between the two ends as shown
-        units = round_for_display(amounts, places, total=ends[1] - ends[0])
-    except ValueError:
-        units = round_for_display(amounts, places)
+    first = _shown_end(pb.early_shown, pb.early_places, client, early, places)
+    last = (round_for_display([late], places)[0] if late_shown is None else late_shown, places)
+    finest = max(first[1], last[1])
+    ends = [first[0] * 10 ** (finest - first[1]), last[0] * 10 ** (finest - last[1])]
     labels = [*shown["reason"].astype(str).tolist()]
     effects = [*shown["effect"].astype(str).tolist()]
     if len(rest):
         labels.append(f"{len(rest)} smaller changes")
         effects.append(", ".join(dict.fromkeys(rest["effect"].astype(str))))
-    vs = f"{pb.vs}, revision {pb.vs_revision}" if pb.vs_revision else pb.vs
-    rows = [(f"{vs} (last period)", format_units(ends[0], places), "")]
-    rows += [  # a part that shows as zero at this precision is left out (it adds nothing)
-        (lab, _signed(u, places), eff)
-        for lab, u, eff in zip(labels, units, effects, strict=True)
-        if u != 0
+    try:  # the parts add up to the change between the two ends as shown
+        units = round_for_display(amounts, finest, total=ends[1] - ends[0])
+    except ValueError:  # an end shown further than a unit from its exact amount: say so
+        units = round_for_display(amounts, finest)
+        units.append(ends[1] - ends[0] - sum(units))
+        labels.append(
+            f"the figures as shown ({format_units(*first)} and {format_units(*last)}) are "
+            f"rounded from {format_units(early, MINOR_UNIT_EXPONENT)} and "
+            f"{format_units(late, MINOR_UNIT_EXPONENT)}"
+        )
+        effects.append(ROUNDING)
+    kept = [i for i, u in enumerate(units) if u != 0]  # a part shown as zero adds nothing
+    return ShownBridge(
+        pb.vs, pb.vs_revision, pb.month, pb.currency, finest, ends[0], ends[1],
+        format_units(*first), format_units(*last), [labels[i] for i in kept],
+        [effects[i] for i in kept], [int(units[i]) for i in kept],
+    )  # fmt: skip
+
+
+def effect_labels(effects: str) -> str:
+    """A row's effect codes (comma-separated) in plain words (:data:`PART_LABELS`)."""
+    return ", ".join(part_label(e.strip()) for e in effects.split(",") if e.strip())
+
+
+def bridge_notice(
+    pb: PackBridges, client: str, places: int, late_shown: int | None = None
+) -> tuple[str, str, list[tuple[str, str, str]]] | None:
+    """A sheet's bridge: (title, text, rows of label, amount, part in plain words), from
+    :func:`shown_bridge`; ``None`` when the client is not in both periods."""
+    b = shown_bridge(pb, client, places, late_shown)
+    if b is None:
+        return None
+    vs = f"{b.vs}, revision {b.vs_revision}" if b.vs_revision else b.vs
+    rows = [(f"{vs} (last period)", b.early_text, "")]
+    rows += [
+        (lab, _signed(u, b.places), effect_labels(eff))
+        for lab, u, eff in zip(b.labels, b.units, b.effects, strict=True)
     ]
-    rows.append((f"{pb.month} (this period)", format_units(ends[1], places), ""))
-    change = _signed(ends[1] - ends[0], places)
-    compared = f"Compared with {pb.vs}, revision {pb.vs_revision}. " if pb.vs_revision else ""
+    rows.append((f"{b.month} (this period)", b.late_text, ""))
+    change = _signed(b.change, b.places)
+    compared = f"Compared with {b.vs}, revision {b.vs_revision}. " if b.vs_revision else ""
     text = compared + (
-        f"Your amount went from {format_units(ends[0], places)} {pb.currency} in {pb.vs} to "
-        f"{format_units(ends[1], places)} {pb.currency} in {pb.month} ({change}). Each row "
-        "is one cause, largest first; together they make up the change exactly (volume: your "
-        "usage at the mean unit cost of the two periods; rate: the change in unit cost at your "
-        "mean usage; rule: a change of rule or key)."
+        f"Your amount went from {b.early_text} {b.currency} in {b.vs} to "
+        f"{b.late_text} {b.currency} in {b.month} ({change}). Each row "
+        "is one cause, largest first; together they make up the change exactly (usage: your "
+        "usage at the mean unit cost of the two periods; unit cost: the change in unit cost at "
+        "your mean usage; rule change: a change of rule or key)."
     )
-    return f"What changed since {pb.vs}: {change} {pb.currency}", text, rows
+    return f"What changed since {b.vs}: {change} {b.currency}", text, rows

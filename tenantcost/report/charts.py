@@ -54,7 +54,15 @@ def _short(label: str, limit: int = 34) -> str:
     return label if len(label) <= limit else label[: limit - 1] + "…"
 
 
-FILL = {"bar": "#4a78a8", "bar emphasis": "#1d3557", "bar total": "#555555"}
+FILL = {
+    "bar": "#4a78a8",
+    "bar emphasis": "#1d3557",
+    "bar total": "#555555",
+    "bar rise": "#b3261e",
+    "bar fall": "#2e7d32",
+}
+"""``rise``/``fall``: a signed waterfall's steps up and down (their texts carry the sign too,
+so the colour is never the only cue)."""
 FONT_SIZE = 11
 """Every chart text, in CSS pixels: the floor for readable chart text on a phone."""
 FONT = f'font-family="Liberation Sans, DejaVu Sans, Arial, sans-serif" font-size="{FONT_SIZE}"'
@@ -106,6 +114,14 @@ def _height(rows: int) -> int:
     return TOP * 2 + ROW_H * max(rows, 1)
 
 
+def _step_class(step: Step, signed: bool) -> str:
+    if step.total:
+        return "bar total"
+    if signed and step.end != step.start:
+        return "bar rise" if step.end > step.start else "bar fall"
+    return "bar"
+
+
 def bar_chart(chart_id: str, title: str, desc: str, bars: list[Bar]) -> str:
     """Horizontal bars with a zero line; emphasised bars are darker and say so in their label."""
     height = _height(len(bars))
@@ -123,8 +139,9 @@ def bar_chart(chart_id: str, title: str, desc: str, bars: list[Bar]) -> str:
     return "\n".join(out)
 
 
-def waterfall(chart_id: str, title: str, desc: str, steps: list[Step]) -> str:
-    """A horizontal waterfall: each step floats from the running total; totals start at zero."""
+def waterfall(chart_id: str, title: str, desc: str, steps: list[Step], signed: bool = False) -> str:
+    """A horizontal waterfall: each step floats from the running total; totals start at zero.
+    ``signed``: steps up and steps down in two colours (a bridge's rises and falls)."""
     height = _height(len(steps))
     values = [v for s in steps for v in (s.start, s.end)]
     zero, per = _scale(min(values, default=0.0), max(values, default=0.0))
@@ -142,7 +159,7 @@ def waterfall(chart_id: str, title: str, desc: str, steps: list[Step]) -> str:
                 f'<line class="connector" x1="{xc:.2f}%" y1="{y - ROW_H + BAR_H}" '
                 f'x2="{xc:.2f}%" y2="{y}" stroke="#777777" stroke-dasharray="2 2"/>'
             )
-        out.append(_bar("bar total" if step.total else "bar", x0, x1, y))
+        out.append(_bar(_step_class(step, signed), x0, x1, y))
         previous_end = step.end
     out.append(_axis(zero, height))
     out.append("</svg>")

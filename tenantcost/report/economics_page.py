@@ -44,7 +44,14 @@ from tenantcost.report.charts import FONT, WIDTH
 from tenantcost.report.display import currency_places
 from tenantcost.usage_source import client_sums
 from tenantcost.windows import Period
-from tenantcost.writers.economics import NO_GROUP, clients_frame, document, groups_frame, text
+from tenantcost.writers.economics import (
+    NO_GROUP,
+    clients_frame,
+    document,
+    groups_frame,
+    text,
+    unit_costs_frame,
+)
 
 if TYPE_CHECKING:
     from tenantcost.inputs import Inputs
@@ -233,7 +240,7 @@ def write_files(economics: Economics, out: Path) -> list[Path]:
         "unit_economics.html": html(economics),
         "clients.csv": clients_frame(economics).to_csv(index=False),
         f"{economics.policy.by}s.csv": groups_frame(economics).to_csv(index=False),
-        "unit_costs.csv": economics.unit_costs.to_csv(index=False),
+        "unit_costs.csv": unit_costs_frame(economics).to_csv(index=False),
     }
     written = []
     for name, content in paths.items():

@@ -41,6 +41,8 @@ PART_DETAIL = {
     "this invoice",
     "unseen": "billed cluster cost in hours OpenCost did not see",
     "outside": "billed, not this SaaS's cost (its billed cost)",
+    "no cost data": "billed for hours without cost data, charged to no client (no external "
+    "cost there)",
 }
 BRIDGE_DETAIL = {
     "outside the period": "billed for hours outside the allocation period",
@@ -89,9 +91,17 @@ class InvoiceView:
     """Some period kept OpenCost's estimate: the statements are not final."""
 
 
-def _detail(part: str, name: str) -> str:
+def _detail(part: str, name: str, line: Mapping[str, Any], places: int) -> str:
     if part == "bridge":
         return BRIDGE_DETAIL.get(name, "billed − effective (commitments bought, used, unused)")
+    if line.get("hours") is not None:  # billed without cost data: its hours, the clients' part
+        hours = int(line["hours"])
+        to_clients = format_amount(int(line.get("to_clients", 0)), places)
+        return (
+            f"billed for {hours} {'hour' if hours == 1 else 'hours'} without cost data, "
+            f"charged to no client (the clients, on their line, were charged {to_clients} in "
+            "those hours); no external cost there"
+        )
     return PART_DETAIL.get(part, "")
 
 
@@ -107,7 +117,8 @@ def _rows(invoice: Mapping[str, Any], places: int) -> list[InvoiceRow]:
     rows: list[InvoiceRow] = []
     for i, (line, unit) in enumerate(zip(lines, units, strict=True)):
         part, name = str(line["part"]), str(line["name"])
-        rows.append(InvoiceRow(part, name, _detail(part, name), format_units(unit, places)))
+        detail = _detail(part, name, line, places)
+        rows.append(InvoiceRow(part, name, detail, format_units(unit, places)))
         if i == scope_end:
             subtotal = format_units(sum(units[: i + 1]), places)
             rows.append(InvoiceRow("=", "effective cost in scope", "", subtotal, True))

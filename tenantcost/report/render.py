@@ -8,6 +8,10 @@ package's own under the ``tenantcost/`` prefix (``{% extends "tenantcost/base.ht
 HTML is self-contained (CSS inlined, charts as inline SVG) so it can be mailed or archived as
 one file; the PDF is WeasyPrint's rendering of the same HTML, so both always show the same
 figures. Markdown escapes every value (:mod:`tenantcost.report.markdown`).
+
+Sheets are written in one view (:mod:`tenantcost.report.sheet_view`): the client's by default
+(the files a pack is made to send), finance's internal one with ``report --view internal``.
+The finance summary and the index are finance's in either case.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from tenantcost.report.pack import ReportPack
 from tenantcost.report.pdf import PdfPool, default_jobs, write_pdf
 from tenantcost.report.pdf_dask import DaskPdfPool
 from tenantcost.report.sheet import ClientSheet, build_sheet, period_view, prepare, slug
+from tenantcost.report.sheet_view import SheetView
 from tenantcost.report.summary import FinanceSummary, build_summary
 from tenantcost.writers.json_output import reconciliation_document
 
@@ -162,6 +167,10 @@ class Writer:
     """The unit-economics finance page (``report --catalog``), written as it is."""
     dask: Any = None
     """A ``distributed.Client`` (``report --engine dask``): its workers write the PDFs."""
+    view: SheetView = SheetView.CLIENT
+    """The sheets' view (``report --view``)."""
+    names: dict[str, str] | None = None
+    """Catalog names of the clients (sheet titles); ``None``: ids only."""
 
     def __post_init__(self) -> None:
         self.html_env = environment("html", self.templates)
@@ -218,10 +227,14 @@ class Writer:
         slugs = _unique_slugs(pack.clients)
         files = {c: f"{CLIENT_DIR}/{slugs[c]}" for c in pack.clients}
         command = reproduce_command(pack, self.out)
+        view_option = " --view internal" if self.view.internal else ""
+        names = self.names or {}
         sheets: list[ClientSheet] = []
         views = prepare(pack)  # what every sheet shares, once: each sheet costs its own lines
         for client in pack.clients:  # one sheet per client, each in every format
-            sheet = build_sheet(pack, client, slugs[client], views)
+            sheet = build_sheet(
+                pack, client, slugs[client], views, self.view, names.get(client, "")
+            )
             sheets.append(sheet)
             redact = views.redaction.reader(client)
             self._emit(
@@ -229,7 +242,9 @@ class Writer:
                 "client_sheet.html",
                 "client_sheet.md",
                 sheet=sheet,
-                reproduce=Reproduce(redact(f"{command} --client {shlex.quote(client)}")),
+                reproduce=Reproduce(
+                    redact(f"{command} --client {shlex.quote(client)}{view_option}")
+                ),
             )
         html_links = {c: f"{files[c]}.html" for c in pack.clients} if "html" in self.formats else {}
         summary = build_summary(pack, html_links)
@@ -345,10 +360,13 @@ def write_pack(
     jobs: int | None = None,
     unit_economics: str | None = None,
     dask: Any = None,
+    view: SheetView = SheetView.CLIENT,
+    names: dict[str, str] | None = None,
 ) -> list[Path]:
     """Render every file of the pack into ``out``; a progress bar on a terminal's stderr.
     PDFs are written by ``jobs`` processes (default: the cores; 1: in this process), or by
-    the workers of ``dask`` (a ``distributed.Client``, ``--engine dask``)."""
+    the workers of ``dask`` (a ``distributed.Client``, ``--engine dask``). Sheets in ``view``,
+    titled with the clients' catalog ``names`` when given."""
     if templates is not None and not templates.is_dir():
         raise InputError("--templates: not a folder", file=str(templates))
     steps = (len(pack.clients) + 1) * len(formats) + 1
@@ -369,8 +387,9 @@ def write_pack(
             bar.update(task, advance=1, description=f"rendering {name}")
 
         writer = Writer(
-            pack, out, formats, templates, tick, jobs or default_jobs(), unit_economics, dask
-        )
+            pack, out, formats, templates, tick, jobs or default_jobs(), unit_economics, dask,
+            view, names,
+        )  # fmt: skip
         try:
             return writer.run()
         except OSError as exc:

@@ -5,17 +5,24 @@ why, what is in scope, what was left out and why, and how idle capacity is treat
 built from the rule versions in force and the workloads actually seen in the period, and only
 ever says what concerns the reader: direct entries of other clients and other clients' weights
 are left out, and every free-text string passes the sheet's redactor.
+
+A pool whose figures the sheet withholds (:func:`tenantcost.report.privacy.withheld_pools`)
+keeps them withheld here too: an external cost's rate ("0.065 USD per hour") times the hours
+of the period *is* the pool's cost, so the text of a withheld external cost names it and its
+key but not its amount. Nothing else in the rule text is a figure of a pool: the keys and
+services say how a pool is split, and a weight is the reader's own contract.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from tenantcost.allocate import AllocationResult
 from tenantcost.config.billing import describe_match
 from tenantcost.config.keys import EVEN, Key, WeightsKey
 from tenantcost.config.rules import RuleVersion
+from tenantcost.kinds import LineKind
 from tenantcost.reconcile import exclusion_summary
 from tenantcost.report.display import key_label
 
@@ -98,10 +105,19 @@ UNMATCHED_TEXT = {
 }
 
 
+WITHHELD_RATE = "its amount is withheld, as the source cost in section 1"
+"""What an external cost's text says in place of its rate when its pool is withheld."""
+
+
 def describe_version(
-    version: RuleVersion, client: str, redact: Callable[[str], str], currency: str
+    version: RuleVersion,
+    client: str,
+    redact: Callable[[str], str],
+    currency: str,
+    withheld: Collection[str] = (),
 ) -> RuleText:
-    """One rule version as sentences for ``client``."""
+    """One rule version as sentences for ``client``; ``withheld``: the external costs whose
+    pool figures are withheld (their rate is left out: rate times hours is the pool's cost)."""
     splits = []
     direct = []
     for j, w in enumerate(version.workloads):
@@ -124,10 +140,11 @@ def describe_version(
     for e in version.external:
         services = e.services or version.shared_services
         where = f"on {' and '.join(services)} together" if services else "on no service"
+        rate = WITHHELD_RATE if e.name in withheld else f"{e.amount} {currency} per {e.per}"
         splits.append(
             redact(
-                f"{e.name} (external cost not seen by OpenCost, {e.amount} {currency} per "
-                f"{e.per}): split {_key_phrase(e.key, client, where)}."
+                f"{e.name} (external cost not seen by OpenCost, {rate}): "
+                f"split {_key_phrase(e.key, client, where)}."
             )
         )
     _billed(version, client, redact, splits, direct)
@@ -194,12 +211,17 @@ def scope(
     client: str,
     redact: Callable[[str], str],
     seen: SeenWorkloads | None = None,
+    hidden: Collection[tuple[str, str, str]] = (),
 ) -> Scope:
     """The rule versions of the period and the residual and excluded workloads seen in it
-    (``seen``: :func:`seen_workloads` of ``result``, computed once per pack)."""
+    (``seen``: :func:`seen_workloads` of ``result``, computed once per pack; ``hidden``: the
+    withheld ``(kind, source, key)`` pools of the sheet)."""
     seen = seen if seen is not None else seen_workloads(result)
+    withheld = {source for kind, source, _ in hidden if kind == LineKind.EXTERNAL}
     return Scope(
-        rules=[describe_version(v, client, redact, result.currency) for v in result.rules],
+        rules=[
+            describe_version(v, client, redact, result.currency, withheld) for v in result.rules
+        ],
         not_charged=[redact(text) for text in seen.not_charged],
         excluded=[(redact(name), redact(reason)) for name, reason in seen.excluded],
     )

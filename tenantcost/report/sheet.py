@@ -17,7 +17,7 @@ the period: their sum minus the reader's total is the others' sum.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -46,6 +46,7 @@ from tenantcost.report.privacy import Redaction, too_few_clients, withheld_pools
 from tenantcost.report.provenance import Provenance, client_facing
 from tenantcost.report.rounding import client_lines as round_lines
 from tenantcost.report.rule_text import Scope, SeenWorkloads, scope, seen_workloads
+from tenantcost.report.sheet_view import INTERNAL_NOTE, SheetView, sheet_heading
 from tenantcost.report.statement import StatementView, statement_view
 from tenantcost.timefmt import iso_z
 from tenantcost.writers.json_output import client_lines
@@ -176,6 +177,24 @@ class ClientSheet:
     """A restated revision or a draft (``report --from-db``); ``None`` otherwise."""
     billing: BillingBasis | None = None
     """A run on billing data: the rate basis and the invoice ids; ``None`` otherwise."""
+    name: str = ""
+    """The client's catalog name (redacted for the reader); empty when none is known."""
+    view: SheetView = SheetView.CLIENT
+    """Who the sheet is for (:mod:`tenantcost.report.sheet_view`): the templates leave the
+    internal items out of the client view."""
+
+    @property
+    def heading(self) -> str:
+        """The client as the title names it: catalog name and id, or the id alone."""
+        return sheet_heading(self.client, self.name)
+
+    @property
+    def internal(self) -> bool:
+        return self.view.internal
+
+    @property
+    def internal_note(self) -> str:
+        return INTERNAL_NOTE
 
 
 def period_view(pack: ReportPack) -> PeriodView:
@@ -460,8 +479,9 @@ class PackViews:
     redaction: Redaction
 
 
-def prepare(pack: ReportPack) -> PackViews:
-    """The shared part of every sheet of ``pack``."""
+def prepare(pack: ReportPack, names: Mapping[str, str] | None = None) -> PackViews:
+    """The shared part of every sheet of ``pack``; ``names``: the catalog names, by client id,
+    redacted as the ids are (the service passes its store's catalog)."""
     hidden = withheld_pools(pack.base, pack.inputs.ruleset.privacy.min_pool_clients)
     pool = pools(pack)
     return PackViews(
@@ -471,7 +491,7 @@ def prepare(pack: ReportPack) -> PackViews:
         hidden=hidden,
         unattributed=_unattributed(pack, hidden),
         seen=seen_workloads(pack.base),
-        redaction=Redaction(pack.known_clients),
+        redaction=Redaction(pack.known_clients, names),
     )
 
 
@@ -488,9 +508,12 @@ def build_sheet(
     client: str,
     file_slug: str | None = None,
     views: PackViews | None = None,
+    view: SheetView = SheetView.CLIENT,
+    name: str = "",
 ) -> ClientSheet:
     """The sheet of one client of the pack (``views``: :func:`prepare` of the pack, shared by
-    its sheets; computed here when not given)."""
+    its sheets; computed here when not given), for ``view``'s reader; ``name``: the client's
+    catalog name for the title (redacted like every text: a name may hold another's id)."""
     views = views if views is not None else prepare(pack)
     redact = views.redaction.reader(client)
     threshold = pack.inputs.ruleset.privacy.min_pool_clients
@@ -520,7 +543,7 @@ def build_sheet(
         total=total,
         lines=[SheetLine(**{**line.__dict__, "source": redact(line.source)}) for line in lines],
         sources_chart=chart,
-        scope=scope(pack.base, client, redact, views.seen),
+        scope=scope(pack.base, client, redact, views.seen, views.hidden),
         unattributed=replace(
             section3, rows=[replace(row, label=redact(row.label)) for row in section3.rows]
         ),
@@ -535,4 +558,6 @@ def build_sheet(
             pack.statement, client, pack.places, redact, pack.shown.by_key[RULE].get(client)
         ),
         billing=billing_basis(pack.base.invoice, redact),
+        name=redact(name),
+        view=view,
     )

@@ -17,11 +17,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
 from tenantcost.errors import InputError
+from tenantcost.month import MONTH_PATTERN
+from tenantcost.report.sheet_view import SheetView
 from tenantcost.service import figures
 from tenantcost.service.auth import (
     ClientAccess,
@@ -38,13 +40,15 @@ from tenantcost.service.auth import (
     MayWithdrawBatch,
     authorize,
     not_found,
+    require,
 )
 from tenantcost.service.json_body import JSONBodyRoute
-from tenantcost.service.params import MAX_PAGE, PageNumber, SearchText
-from tenantcost.service.permissions import Action, sees_drafts
+from tenantcost.service.params import MAX_PAGE, CatalogValue, PageNumber, SearchText
+from tenantcost.service.permissions import Action, Principal, sees_drafts
 
-MONTH_PATTERN = r"^\d{4}-(0[1-9]|1[0-2])$"
-Month = Annotated[str, Path(pattern=MONTH_PATTERN, description="A month, YYYY-MM (UTC).")]
+Month = Annotated[
+    str, Path(pattern=MONTH_PATTERN, description="A month, YYYY-MM (UTC), 2000-01 .. 2099-12.")
+]
 
 health = APIRouter(tags=["health"])
 router = APIRouter(prefix="/api/v1", route_class=JSONBodyRoute)
@@ -116,15 +120,38 @@ def list_months(request: Request, principal: MayListMonths) -> list[dict[str, An
     return figures.months_document(request.app.state.engine, principal)
 
 
-@router.get("/clients", tags=["clients"], summary="Search clients (paginated)")
+@router.get("/clients", tags=["clients"], response_model=None,
+            summary="The client list of a month: search, filter, sort (paginated; CSV)")
 def list_clients(
     request: Request,
     principal: MayListClients,
     q: SearchText = "",
     page: PageNumber = 1,
     per_page: Annotated[int, Query(ge=1, le=figures.MAX_PER_PAGE)] = figures.DEFAULT_PER_PAGE,
-) -> dict[str, Any]:
-    return figures.search_clients(request.app.state.engine, principal, q.strip(), page, per_page)
+    month: Annotated[str | None, Query(pattern=MONTH_PATTERN,
+                                       description="YYYY-MM (default: the latest)")] = None,
+    plan: CatalogValue = "",
+    segment: CatalogValue = "",
+    manager: CatalogValue = "",
+    sort: Annotated[str | None, Query(max_length=40, description="An item's field "
+                                      "(default amount)")] = None,
+    order: Annotated[str | None, Query(max_length=8, description="asc or desc")] = None,
+    format: Annotated[Literal["json", "csv"], Query(description="csv: every row")] = "json",
+) -> dict[str, Any] | Response:
+    """:mod:`tenantcost.service.client_list`: one page of the month's clients, or (``csv``)
+    every matching row."""
+    from tenantcost.service import client_list as listing
+    from tenantcost.service.csv_table import csv_response
+
+    with store_refusals():
+        field, direction = listing.parse_sort(sort, order)
+    query = listing.ListQuery(month, q.strip(), plan, segment, manager, field, direction,
+                              page, per_page)  # fmt: skip
+    found = listing.client_list(request.app.state.engine, principal, query,
+                                request.app.state.store, paged=format == "json")  # fmt: skip
+    if format == "csv":
+        return csv_response(listing.csv_frame(found), listing.csv_name(found), listing.AMOUNTS)
+    return listing.document(found, query)
 
 
 @router.get("/clients/{client_id}", tags=["clients"], summary="A client's months")
@@ -189,9 +216,23 @@ def get_client_history(request: Request, access: ClientAccessDep) -> list[dict[s
     return entries
 
 
-def _sheet(request: Request, month: str, access: ClientAccess, fmt: str) -> Response:
+SheetViewParam = Annotated[
+    SheetView,
+    Query(
+        description="`client` (default: what the client receives) or `internal` (finance "
+        "and admin: with the confidence grade, the amounts under other keys, the input "
+        "files and the reproduce command; rendered on demand, never kept)."
+    ),
+]
+
+
+def _sheet(
+    request: Request, month: str, access: ClientAccess, fmt: str, view: SheetView
+) -> Response:
     from tenantcost.service.sheets import render_sheet
 
+    if view.internal:
+        authorize(request, access.principal, Action.VIEW_INTERNAL_SHEET, access.client)
     engine = request.app.state.engine
     source = figures.month_source(engine, access.principal, month)
     if (
@@ -203,7 +244,7 @@ def _sheet(request: Request, month: str, access: ClientAccess, fmt: str) -> Resp
     with store_refusals():
         store = request.app.state.store
         data = store.data if store is not None else None
-        return render_sheet(engine, source, access.client, fmt, data)
+        return render_sheet(engine, source, access.client, fmt, data, view)
 
 
 @router.get(
@@ -212,8 +253,10 @@ def _sheet(request: Request, month: str, access: ClientAccess, fmt: str) -> Resp
     response_class=Response,
     summary="The client's cost sheet, HTML",
 )
-def sheet_html(request: Request, month: Month, access: ClientAccessDep) -> Response:
-    return _sheet(request, month, access, "html")
+def sheet_html(
+    request: Request, month: Month, access: ClientAccessDep, view: SheetViewParam = SheetView.CLIENT
+) -> Response:
+    return _sheet(request, month, access, "html", view)
 
 
 @router.get(
@@ -222,8 +265,10 @@ def sheet_html(request: Request, month: Month, access: ClientAccessDep) -> Respo
     response_class=Response,
     summary="The client's cost sheet, PDF",
 )
-def sheet_pdf(request: Request, month: Month, access: ClientAccessDep) -> Response:
-    return _sheet(request, month, access, "pdf")
+def sheet_pdf(
+    request: Request, month: Month, access: ClientAccessDep, view: SheetViewParam = SheetView.CLIENT
+) -> Response:
+    return _sheet(request, month, access, "pdf", view)
 
 
 @router.get(
@@ -232,8 +277,10 @@ def sheet_pdf(request: Request, month: Month, access: ClientAccessDep) -> Respon
     response_class=Response,
     summary="The client's cost sheet, Markdown",
 )
-def sheet_md(request: Request, month: Month, access: ClientAccessDep) -> Response:
-    return _sheet(request, month, access, "md")
+def sheet_md(
+    request: Request, month: Month, access: ClientAccessDep, view: SheetViewParam = SheetView.CLIENT
+) -> Response:
+    return _sheet(request, month, access, "md", view)
 
 
 @router.get(
@@ -247,8 +294,10 @@ def get_reconciliation(
     principal: MayViewIssuedMonth,
     against: Annotated[
         Literal["opencost", "invoice"],
-        Query(description="opencost (default): the cascade to the reference total; invoice: "
-              "the invoice cascade of a run on stored billing data (finance and admin)."),
+        Query(
+            description="opencost (default): the cascade to the reference total; invoice: "
+            "the invoice cascade of a run on stored billing data (finance and admin)."
+        ),
     ] = "opencost",
 ) -> dict[str, Any]:
     if against == "invoice":
@@ -349,6 +398,32 @@ def get_month_watch(
         raise Problem(404, f"no watch of {month} recorded: run `{command}` on the store "
                       "(e.g. hourly from a CronJob)", month=month)  # fmt: skip
     return doc
+
+
+@router.get(
+    "/months/{month}/watch/daily",
+    tags=["months"],
+    summary="Every client's daily cost per source and anomalies per day (the latest watch run)",
+)
+def get_month_watch_daily(
+    request: Request,
+    month: Month,
+    _principal: MayViewWatch,
+    format: Annotated[
+        Literal["json", "csv"], Query(description="json (default) or csv: the same rows.")
+    ] = "json",
+) -> Any:
+    """``days``: one item per day and source, summed over every client (``?format=csv``)."""
+    from tenantcost.service.watch_daily_view import month_daily
+
+    daily = month_daily(request.app.state.engine, month)
+    if daily is None:
+        raise HTTPException(404, f"no daily figures of a watch of {month} recorded")
+    if format == "csv":
+        from tenantcost.service.csv_table import csv_response
+
+        return csv_response(daily.frame, f"watch-daily-{month}.csv", ["amount"])
+    return daily.document()
 
 
 class CloseRequest(BaseModel):
@@ -495,7 +570,7 @@ def post_withdraw(
 
 
 class TokenRequest(BaseModel):
-    role: str = Field(description="admin, finance, account-manager or ingest")
+    role: str = Field(description="admin, finance, product, account-manager or ingest")
     clients: list[str] = Field(default_factory=list, description="account-manager only")
     name: str | None = None
     expires: str | None = Field(default=None, description="e.g. 90d, 12h, 2w")
@@ -551,3 +626,173 @@ def delete_token(request: Request, name: str, principal: MayManageTokens) -> dic
             raise HTTPException(404, str(exc.detail)) from None
         raise
     return info.document()
+
+
+# --------------------------------------------------------------------------- trends and movers
+
+CsvFormat = Annotated[
+    Literal["json", "csv"], Query(description="json (default) or csv: the same rows, as a file.")
+]
+
+
+@router.get(
+    "/clients/{client_id}/trend", tags=["clients"], summary="A client's trend across months"
+)
+def get_client_trend(
+    request: Request,
+    access: ClientAccessDep,
+    months: Annotated[int, Query(ge=1, le=36, description="Calendar months, at most 36.")] = 12,
+    format: CsvFormat = "json",
+) -> Any:
+    """Months oldest first (tenantcost.service.trend); ``?format=csv``: one row per month and
+    source."""
+    from tenantcost.service.trend import client_trend
+
+    trend = client_trend(request.app.state.engine, access.principal, access.client, months)
+    if trend is None:
+        raise not_found()
+    if format == "csv":
+        from tenantcost.service.csv_table import csv_response
+
+        return csv_response(trend.by_source_frame(), f"trend-{access.client}.csv", ["amount"])
+    return trend.document()
+
+
+@router.get(
+    "/clients/{client_id}/months/{month}/watch/daily",
+    tags=["clients"],
+    summary="A client's daily cost per source this month, anomalies per day (latest watch)",
+)
+def get_client_watch_daily(
+    request: Request, month: Month, access: ClientAccessDep, format: CsvFormat = "json"
+) -> Any:
+    """The client's own row of the latest watch run's daily figures (``?format=csv``)."""
+    from tenantcost.service.watch_daily_view import client_daily
+
+    engine = request.app.state.engine
+    daily = client_daily(engine, access.principal, access.client, month)
+    if daily is None:
+        raise not_found()
+    if format == "csv":
+        from tenantcost.service.csv_table import csv_response
+
+        name = f"watch-daily-{access.client}-{month}.csv"
+        return csv_response(daily.frame, name, ["amount"])
+    return daily.document()
+
+
+@router.get(
+    "/clients/{client_id}/unit-cost-trend",
+    tags=["clients"],
+    summary="A client's cost per unit of each key metric across months (CSV or JSON rows)",
+)
+def get_client_unit_cost_trend(
+    request: Request,
+    access: ClientAccessDep,
+    months: Annotated[int, Query(ge=1, le=36, description="Calendar months, at most 36.")] = 12,
+    format: CsvFormat = "json",
+) -> Any:
+    """The ``unit_costs`` of the trend as rows: ``month, status, revision, metric, unit,
+    amount`` (the client page's unit-cost chart links here for its CSV)."""
+    from tenantcost.service.trend import client_trend
+
+    trend = client_trend(request.app.state.engine, access.principal, access.client, months)
+    if trend is None:
+        raise not_found()
+    frame = trend.unit_cost_frame()
+    if format == "csv":
+        from tenantcost.service.csv_table import csv_response
+
+        return csv_response(frame, f"unit-costs-{access.client}.csv", ["amount"])
+    return trend.unit_cost_document()
+
+
+@router.get(
+    "/months/{month}/movers",
+    tags=["months"],
+    summary="The clients whose figures moved most since the previous month (top movers)",
+)
+def get_month_movers(
+    request: Request,
+    month: Month,
+    principal: Annotated[Principal, Depends(require(Action.VIEW_MOVERS))],
+    limit: Annotated[int, Query(ge=1, le=500, description="Items of each list.")] = 10,
+    format: CsvFormat = "json",
+) -> Any:
+    """Account managers: among their own clients only (tenantcost.service.movers)."""
+    from tenantcost.service.movers import month_movers
+
+    store = request.app.state.store
+    data = store.data if store is not None else None
+    with store_refusals():
+        found = month_movers(request.app.state.engine, principal, month, limit, data)
+    if found is None:
+        raise HTTPException(404, f"no figures of {month} to compare")
+    if format == "csv":
+        from tenantcost.service.csv_table import csv_response
+        from tenantcost.service.movers import CSV_AMOUNTS
+
+        return csv_response(found.frame(), f"movers-{month}.csv", CSV_AMOUNTS)
+    return found.document()
+
+
+@router.get(
+    "/months/{month}/trend",
+    tags=["months"],
+    summary="The reference total, the clients' share and the idle share across months",
+)
+def get_month_trend(
+    request: Request,
+    month: Month,
+    principal: MayViewIssuedMonth,
+    months: Annotated[int, Query(ge=1, le=36, description="Calendar months, at most 36.")] = 12,
+    format: CsvFormat = "json",
+) -> Any:
+    """The ``months`` months ending at ``month``, oldest first (tenantcost.service.month_trend)."""
+    from tenantcost.service.month_trend import AMOUNTS, month_trend
+
+    found = month_trend(request.app.state.engine, principal, month, months)
+    if found is None:
+        raise HTTPException(404, f"no figures of the {months} months to {month}")
+    if format == "csv":
+        from tenantcost.service.csv_table import csv_response
+
+        return csv_response(found.frame, f"month-trend-{month}.csv", AMOUNTS)
+    return found.document()
+
+
+@router.get(
+    "/pricing/margins",
+    tags=["months"],
+    summary="Gross margin per plan (or segment) across months, as the pricing page prices each",
+)
+def get_plan_margins(
+    request: Request,
+    principal: MayViewPricing,
+    month: Annotated[
+        str | None,
+        Query(pattern=MONTH_PATTERN, description="The last month (default: the newest shown)."),
+    ] = None,
+    months: Annotated[int, Query(ge=1, le=36, description="Calendar months, at most 36.")] = 12,
+    by: Annotated[Literal["plan", "segment"], Query(description="Group clients by.")] = "plan",
+    format: CsvFormat = "json",
+) -> Any:
+    """Months oldest first, each on its basis (tenantcost.service.plan_margins)."""
+    from tenantcost.economics import GroupBy
+    from tenantcost.service.plan_margins import AMOUNTS, plan_margins
+
+    engine = request.app.state.engine
+    if month is None:
+        shown = figures.months_document(engine, principal)
+        if not shown:
+            raise HTTPException(404, "no month to price yet: no run has been issued")
+        month = str(shown[-1]["month"])
+    with store_refusals():
+        found = plan_margins(engine, principal, month, months, GroupBy(by))
+    if found is None:
+        raise HTTPException(404, f"no figures of the {months} months to {month} to price")
+    if format == "csv":
+        from tenantcost.service.csv_table import csv_response
+
+        return csv_response(found.csv_frame(), f"margins-{by}-{month}.csv", AMOUNTS)
+    return found.document()

@@ -37,13 +37,14 @@ RenderDenied = Callable[[Request, Denied], Response]
 
 def create_app(settings: ServiceSettings) -> FastAPI:
     """The service over the store ``settings`` names (its schema must be current)."""
-    from tenantcost.service import api, docs, otlp, usage
+    from tenantcost.service import allocator, api, docs, otlp, usage
     from tenantcost.service.body_limit import BodyLimit
     from tenantcost.service.headers import SecurityHeaders
     from tenantcost.store.data import DataDir, Store
     from tenantcost.store.engine import open_engine
 
     engine = open_engine(settings.store)
+    allocator.configure()  # large blocks given back when freed
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

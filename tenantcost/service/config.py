@@ -57,7 +57,7 @@ def check_secret(secret: str | None, origin: str) -> str:
     if secret.startswith(PLACEHOLDER_SECRET):
         raise InputError(
             "the session secret is the example's placeholder: set a random one "
-            "(e.g. `python3 -c \"import secrets; print(secrets.token_urlsafe(32))\"`)",
+            '(e.g. `python3 -c "import secrets; print(secrets.token_urlsafe(32))"`)',
             file=origin,
         )
     if len(secret) < MIN_SECRET_LENGTH:

@@ -1,56 +1,68 @@
-"""``tenantcost serve --demo``: the service on the bundled example, in a throw-away store.
+"""``tenantcost serve --demo``: the service on a made-up company, in a throw-away store.
 
 A newcomer should see the product in a browser within a minute, without a database, a rule
-file or usage data of their own. :func:`prepare_demo` builds a temporary SQLite store from the
-example bundled with the package (``demo_data/``: the three-client SaaS example of
-``examples/saas-three-clients``, byte for byte, catalog included; a test keeps them equal),
-creates one token per person who reads it (admin, finance, product, and an account manager
-of ``client-a``) and makes up a session secret. ``serve`` then exports :meth:`Demo.environ`
-and starts uvicorn as usual, so the demo runs exactly the code a real deployment runs.
+file or usage data of their own, and see it on data that looks like theirs: a SaaS with a
+hundred clients and half a year of history, not one hour of three clients.
+:func:`build_demo` makes the company's input files (:mod:`tenantcost.service.demo_company`,
+from a seed) and feeds them through the functions the commands call, in the order finance
+would: rules and catalog loaded, each closed month's usage, costs and FOCUS invoice ingested
+and the month closed, one month reopened and closed again with corrected usage (a
+restatement with a reason for clients), next month's budget planned from the issued history
+and loaded, and the open month ingested hour by hour, run and watched. So the demo runs
+exactly the code a real deployment runs, and :func:`prepare_demo` adds a session secret and
+one token per person who reads it. ``serve`` then exports :meth:`Demo.environ` and starts
+uvicorn as usual.
 
-The demo holds **two months**, so a client's history and the change since the previous month
-mean something: 2026-10 is the same hour of costs a month earlier (the example's cost file
-with its dates moved) under a rule version without the external search service, with
-``demo_data/usage-2026-10.csv`` (client-b, whose contract starts on 2026-11-16, is not there
-yet), and 2026-11 is the example itself. Both are closed (``--allow-incomplete``: each holds
-one hour), in month order, as finance would close them. The catalog gives the clients their
-names and plans.
+The browser tests and the docs' screenshots use the same :func:`build_demo`. The small
+bundled example (``demo_data/``: ``examples/saas-three-clients``, byte for byte; a test keeps
+them equal) stays for the tests of mechanisms, through :func:`example_store`.
 """
 
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from tenantcost.service.demo_company import Company
     from tenantcost.store.data import Store
 
 DEMO_MONTH = "2026-11"
-PREVIOUS_MONTH = "2026-10"
-DEMO_CLIENT = "client-a"
+"""The bundled example's month (:func:`example_store`)."""
 DATA_PACKAGE_FOLDER = "demo_data"
 ADMIN_NAME = "demo-admin"
 MANAGER_NAME = "demo-account-manager"
-TOKEN_NAMES = {
-    "admin": ADMIN_NAME,
-    "finance": "demo-finance",
-    "product": "demo-product",
-    "account-manager": MANAGER_NAME,
-}
-"""One demo token per role a person logs in with (``ingest`` is an application's)."""
+
+
+@dataclass(frozen=True)
+class DemoToken:
+    """A token the demo prints: its role, its name in the store, and its clients."""
+
+    role: str
+    name: str
+    clients: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class Demo:
-    """A prepared demo store: where it is, its secret and the tokens to log in with."""
+    """A prepared demo store: where it is, its secret, the tokens to log in with (by the
+    names of :func:`demo_token_specs`) and what the company holds."""
 
     db: str
     data: str
     secret: str
     tokens: dict[str, str]
     month: str = DEMO_MONTH
+    closed: tuple[str, ...] = ()
+    restated: str = ""
+    seed: int = 0
+    clients: int = 0
+    scopes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    managers: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
 
     @property
     def admin_token(self) -> str:
@@ -68,20 +80,29 @@ class Demo:
         return {ENV_DB: self.db, ENV_DATA: self.data, ENV_SECRET: self.secret}
 
     def announce(self, host: str, port: int) -> str:
-        """The lines ``serve --demo`` prints: the URL, then each token (to paste in the login
-        form) on its own line and, under it, what that role may do, read from the access
-        rules themselves (:func:`may_do`) so the text cannot drift from them."""
+        """The lines ``serve --demo`` prints: what the company holds, the URL, then each token
+        (to paste in the login form) on its own line and, under it, what that role may do,
+        read from the access rules themselves (:func:`may_do`) so the text cannot drift."""
         shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
         url = f"http://[{shown}]:{port}/" if ":" in shown else f"http://{shown}:{port}/"
+        closed = f"{self.closed[0]} to {self.closed[-1]}" if self.closed else ""
         lines = [
-            f"tenantcost demo: the bundled example, {PREVIOUS_MONTH} and {self.month} "
-            "ingested, run and closed, with its client catalog",
+            f"tenantcost demo (seed {self.seed}, built in {self.seconds:.0f} s): a SaaS with "
+            f"{self.clients} clients; {closed} closed ({self.restated} restated), {self.month} "
+            "to date watched; catalog, FOCUS invoices and budgets loaded",
             f"  open        {url}",
         ]
-        for role, token in self.tokens.items():
-            scope = f" ({DEMO_CLIENT} only)" if role == "account-manager" else ""
-            lines.append(f"  {role} token{scope} {token}")
-            lines.append(f"      may: {may_do(role)}")
+        for key, token in self.tokens.items():
+            role = key.removesuffix("-one")
+            scope = self.scopes.get(key, ())
+            manager = self.managers.get(key)
+            said = ""
+            if scope:
+                who = f" of {manager}" if manager else ""
+                said = (f" ({scope[0]} only{who})" if len(scope) == 1
+                        else f" ({len(scope)} clients{who})")  # fmt: skip
+            lines.append(f"  {key} token{said} {token}")
+            lines.append(f"      may: {may_do(role, scope)}")
         lines.append(f"  store       {self.db} (temporary: removed when the server stops)")
         return "\n".join(lines)
 
@@ -94,6 +115,8 @@ ACTION_TEXT = {
     "view-cluster": "see each month's workings (drafts, runs, batches, usage)",
     "view-issued-month": "open issued months' cascade and key comparison",
     "view-pricing": "open the pricing page (unit economics)",
+    "view-watch": "see every client's month to date (projection, budget band, anomalies)",
+    "view-movers": "see a month's top movers (among the clients in scope)",
     "view-invoice": "see the invoice cascade",
     "close-month": "close",
     "reopen-month": "reopen",
@@ -101,22 +124,31 @@ ACTION_TEXT = {
     "list-batches": "list batches",
     "withdraw-batch": "withdraw batches",
     "manage-tokens": "manage tokens",
+    "view-internal-sheet": "read the internal sheets (confidence, keys, reproduce command)",
 }
-"""How the demo's announcement words each action; an action added later and not listed here
-is shown by its name (``Action`` value), never left out."""
+"""How the demo's announcement words each action, as a person reads it (a test checks that
+every action has its words); an action added later and not listed here is still shown, its
+name in words (``view-x`` as "view x"), never left out."""
 
 
-def may_do(role: str) -> str:
-    """What a token of ``role`` may do (an account manager: with its one client), as one line
-    of the announcement, asked of :func:`tenantcost.service.permissions.can` action by action."""
+def may_do(role: str, clients: tuple[str, ...] = ()) -> str:
+    """What a token of ``role`` may do (an account manager: with ``clients``), as one line of
+    the announcement, asked of :func:`tenantcost.service.permissions.can` action by action."""
     from tenantcost.service.permissions import Action, Principal, Role, can
 
-    who = Principal("demo", Role(role), frozenset({DEMO_CLIENT}))
-    allowed = [a for a in Action if can(who, a, DEMO_CLIENT).allowed]
+    scope = clients or ("client-a",)
+    who = Principal("demo", Role(role), frozenset(scope))
+    allowed = [a for a in Action if can(who, a, scope[0]).allowed]
     if not allowed:
         return "nothing yet (this role has no actions)"
-    clients = f"{DEMO_CLIENT}'s figures only" if role == "account-manager" else "every client"
-    return clients + ": " + ", ".join(ACTION_TEXT.get(a.value, a.value) for a in allowed)
+    if role != "account-manager":
+        whose = "every client"
+    elif len(scope) == 1:
+        whose = f"{scope[0]}'s figures only"
+    else:
+        whose = f"these {len(scope)} clients' figures only"
+    said = [ACTION_TEXT.get(a.value, a.value.replace("-", " ")) for a in allowed]
+    return whose + ": " + ", ".join(said)
 
 
 def example_files() -> dict[str, Path]:
@@ -128,17 +160,12 @@ def example_files() -> dict[str, Path]:
         "costs": folder / "costs.json",
         "catalog": folder / "catalog.csv",
     }
-    missing = [str(p) for p in [*files.values(), folder / PREVIOUS_USAGE] if not p.is_file()]
+    missing = [str(p) for p in files.values() if not p.is_file()]
     if missing:
         from tenantcost.errors import InternalError
 
         raise InternalError(f"the demo's example files are missing ({missing[0]}); reinstall")
     return files
-
-
-PREVIOUS_USAGE = f"usage-{PREVIOUS_MONTH}.csv"
-PREVIOUS_HOUR = ("2026-11-03T", "2026-10-06T")
-"""The example's hour (``2026-11-03T10``) and the previous month's demo hour."""
 
 
 def _new_store(db: str, data: str) -> Store:
@@ -185,60 +212,24 @@ def example_store(db: str, data: str, *, close: bool, actor: str, run: bool = Tr
         store.engine.dispose()
 
 
-def previous_month_files(folder: Path) -> dict[str, Path]:
-    """The demo's 2026-10 inputs, written into ``folder``: a rule file holding a version for
-    2026-10 (the example's, without the external search service) and the example's own, the
-    example's costs a month earlier, and the bundled 2026-10 usage."""
-    import copy
-    import shutil
+def demo_token_specs(company: Company) -> dict[str, DemoToken]:
+    """One demo token per person who reads the service (``ingest`` is an application's): an
+    account manager with several clients (the first manager's) and one with a single client."""
+    from tenantcost.service.demo_company import MANAGERS, SINGLE_MANAGER
 
-    import yaml
-
-    files = example_files()
-    document = yaml.safe_load(files["rules"].read_text(encoding="utf-8"))
-    document.pop("sources", None)  # the store reads inputs from ingest, not from the rule file
-    current = document["rules"][0]
-    previous = copy.deepcopy(current)
-    previous.pop("external", None)
-    previous.update(id=f"saas-{PREVIOUS_MONTH}", effective_from=f"{PREVIOUS_MONTH}-01",
-                    description="API by request count, import worker by CPU time")  # fmt: skip
-    document["rules"] = [previous, current]
-    folder.mkdir(parents=True, exist_ok=True)
-    out = {"rules": folder / "rules-two-months.yaml", "costs": folder / "costs-2026-10.json",
-           "usage": folder / PREVIOUS_USAGE}  # fmt: skip
-    out["rules"].write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
-    costs = files["costs"].read_text(encoding="utf-8")
-    out["costs"].write_text(costs.replace(*PREVIOUS_HOUR), encoding="utf-8")
-    shutil.copyfile(files["rules"].parent / PREVIOUS_USAGE, out["usage"])
-    return out
+    return {
+        "admin": DemoToken("admin", ADMIN_NAME),
+        "finance": DemoToken("finance", "demo-finance"),
+        "product": DemoToken("product", "demo-product"),
+        "account-manager": DemoToken("account-manager", MANAGER_NAME,
+                                     tuple(company.manager_clients(MANAGERS[0]))),
+        "account-manager-one": DemoToken("account-manager", f"{MANAGER_NAME}-one",
+                                         tuple(company.manager_clients(SINGLE_MANAGER))),
+    }  # fmt: skip
 
 
-def demo_store(db: str, data: str, inputs: Path, *, actor: str) -> None:
-    """The demo's store: 2026-10 ingested and closed, then 2026-11 (the example) ingested and
-    closed, and the example's catalog loaded. ``inputs`` is a folder for the generated
-    2026-10 files (they are the recorded inputs: it must outlive the store)."""
-    from tenantcost.store.catalog import load_catalog
-    from tenantcost.store.cycle import close_month
-    from tenantcost.store.lock import write_transaction
-    from tenantcost.store.rules import load_rule_file
-
-    files = example_files()
-    previous = previous_month_files(inputs)
-    store = _new_store(db, data)
-    try:
-        load_rule_file(store.engine, previous["rules"], actor)
-        _ingest(store, previous["usage"], previous["costs"], actor)
-        close_month(store, PREVIOUS_MONTH, allow_incomplete=True, actor=actor)
-        _ingest(store, files["usage"], files["costs"], actor)
-        close_month(store, DEMO_MONTH, allow_incomplete=True, actor=actor)
-        with write_transaction(store.engine) as connection:
-            load_catalog(connection, files["catalog"], actor)
-    finally:
-        store.engine.dispose()
-
-
-def demo_tokens(db: str, data: str, *, actor: str) -> dict[str, str]:
-    """One token per role in :data:`TOKEN_NAMES` (the account manager's: ``client-a``)."""
+def demo_tokens(db: str, data: str, specs: dict[str, DemoToken], *, actor: str) -> dict[str, str]:
+    """Create each token of ``specs`` in the store; returns their secrets by key."""
     from tenantcost.service.tokens import create_token
     from tenantcost.store.engine import open_engine
     from tenantcost.store.settings import resolve_settings
@@ -246,23 +237,105 @@ def demo_tokens(db: str, data: str, *, actor: str) -> dict[str, str]:
     engine = open_engine(resolve_settings(db=db, data=data, environ={}))
     try:
         return {
-            role: create_token(engine, role, name=name, actor=actor,
-                               clients=[DEMO_CLIENT] if role == "account-manager" else None)[0]
-            for role, name in TOKEN_NAMES.items()
+            key: create_token(engine, spec.role, name=spec.name, actor=actor,
+                              clients=list(spec.clients) or None)[0]
+            for key, spec in specs.items()
         }  # fmt: skip
     finally:
         engine.dispose()
 
 
-def prepare_demo(directory: Path) -> Demo:
-    """Build the demo store in ``directory`` (which the caller removes afterwards)."""
+def company_store(store: Store, company: Company, files: dict[str, Path], *, actor: str) -> None:
+    """Feed the company's files through the commands' functions, as finance would, month by
+    month (the module docstring); ``files`` are :meth:`Company.write`'s, and must outlive the
+    store (they are its batches' recorded origins)."""
+    from tenantcost.budget import plan_budgets
+    from tenantcost.config.watch import WatchSettings
+    from tenantcost.service.demo_company import RESTATE_CLIENT_REASON, RESTATE_REASON
+    from tenantcost.store import budgets
+    from tenantcost.store.billing_ingest import ingest_billing
+    from tenantcost.store.catalog import load_catalog
+    from tenantcost.store.cycle import close_month, reopen_month
+    from tenantcost.store.ingest import ingest_costs, ingest_usage
+    from tenantcost.store.lock import write_transaction
+    from tenantcost.store.rules import load_rule_file
+    from tenantcost.store.runs import run_month
+    from tenantcost.store.watch_run import watch_month
+    from tenantcost.windows import Period
+    from tenantcost.writers.budget import plan_csv
+
+    load_rule_file(store.engine, files["rules"], actor)
+    with write_transaction(store.engine) as connection:
+        load_catalog(connection, files["catalog"], actor)
+
+    def ingest(month: str, usage: str) -> None:
+        period = Period.month(month)
+        ingest_usage(store, [files[usage]], period=period, mode="replace", actor=actor)
+        ingest_costs(store, [files[f"costs-{month}"]], period=period, mode="replace",
+                     actor=actor)  # fmt: skip
+
+    for month in company.closed:
+        ingest(month, f"usage-{month}")
+        ingest_billing(store, [files[f"billing-{month}"]], actor=actor)
+        close_month(store, month, actor=actor)
+    restated = company.restated
+    reopen_month(store.engine, restated, reason=RESTATE_REASON, actor=actor,
+                 client_reason=RESTATE_CLIENT_REASON)  # fmt: skip
+    ingest_usage(store, [files[f"usage-{restated}-corrected"]], period=Period.month(restated),
+                 mode="replace", actor=actor)  # fmt: skip
+    close_month(store, restated, actor=actor)
+    month = company.open_month
+    with store.engine.connect() as connection:
+        months = budgets.issued_months(connection, month, 6)
+        plan = plan_budgets(budgets.issued_history(connection, months),
+                            budgets.catalog_clients(connection), None)  # fmt: skip
+    plan_file = files["catalog"].parent / f"budget-{month}.csv"
+    plan_file.write_text(plan_csv(plan), encoding="utf-8")
+    with write_transaction(store.engine) as connection:
+        budgets.load_budget(connection, plan_file, month, actor)
+    ingest(month, f"usage-{month}")
+    if f"billing-{month}" in files:
+        ingest_billing(store, [files[f"billing-{month}"]], actor=actor)
+    run_month(store, month, key=None, actor=actor, allow_unbilled=True)
+    watch_month(store, month, company.now, WatchSettings(), actor)
+
+
+def build_demo(folder: Path, seed: int | None = None, now: str | None = None) -> Demo:
+    """The demo company of ``seed`` (default :data:`DEFAULT_SEED`) in a new SQLite store in
+    ``folder`` (which the caller removes afterwards), with its tokens; ``now`` (default the
+    clock) places its open month. The one builder of ``serve --demo``, the browser tests and
+    the docs' screenshots."""
+    import pandas as pd
+
+    from tenantcost.service.demo_company import DEFAULT_SEED, make_company
     from tenantcost.store.actor import os_actor
 
-    db = f"sqlite:///{directory / 'tenantcost.db'}"
-    data = str(directory / "tenantcost-data")
+    started = time.monotonic()
+    chosen = DEFAULT_SEED if seed is None else seed
+    company = make_company(chosen, None if now is None else pd.Timestamp(now))
+    files = company.write(folder / "demo-inputs")
+    db = f"sqlite:///{folder / 'tenantcost.db'}"
+    data = str(folder / "tenantcost-data")
     actor = os_actor()
-    demo_store(db, data, directory / "demo-inputs", actor=actor)
-    return Demo(db, data, secrets.token_urlsafe(32), demo_tokens(db, data, actor=actor))
+    store = _new_store(db, data)
+    try:
+        company_store(store, company, files, actor=actor)
+    finally:
+        store.engine.dispose()
+    specs = demo_token_specs(company)
+    tokens = demo_tokens(db, data, specs, actor=actor)
+    from tenantcost.service.demo_company import MANAGERS, SINGLE_MANAGER
+
+    return Demo(db, data, secrets.token_urlsafe(32), tokens, company.open_month,
+                tuple(company.closed), company.restated, chosen, len(company.catalog),
+                {key: spec.clients for key, spec in specs.items() if spec.clients},
+                {"account-manager": MANAGERS[0], "account-manager-one": SINGLE_MANAGER},
+                time.monotonic() - started)  # fmt: skip
+
+
+def prepare_demo(directory: Path, seed: int | None = None) -> Demo:
+    """Build the demo store in ``directory`` (which the caller removes afterwards)."""
+    return build_demo(directory, seed)
 
 
 def exit_cleanly_on_sigterm() -> None:

@@ -27,6 +27,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+import pandas as pd
 from sqlalchemy import Engine, Select, exists, func, select, union
 from sqlalchemy.engine import Connection
 
@@ -37,7 +38,9 @@ from tenantcost.service.permissions import (
     month_fields,
     sees_drafts,
     sees_internal_reasons,
+    sees_usage_clients,
 )
+from tenantcost.store.data import Store
 from tenantcost.store.models import (
     MonthEvent,
     Run,
@@ -217,13 +220,24 @@ def _client_names(principal: Principal) -> Select[Any]:
 
 
 def search_clients(
-    engine: Engine, principal: Principal, q: str, page: int, per_page: int
+    engine: Engine,
+    principal: Principal,
+    q: str,
+    page: int,
+    per_page: int,
+    store: Store | None = None,
 ) -> dict[str, Any]:
     """``GET /api/v1/clients``: a page of the clients whose id or catalog name contains
     ``q`` (any case), in id order, each with its name (``None``: not in the catalog or
-    unnamed); filtered, counted and paged in SQL (fast on 10,000 clients). Names come from
-    the store's catalog for the listed clients only, so a client-scoped principal matches
-    and reads its own clients' names, never another's."""
+    unnamed) and ``statement``: ``True`` for a client with a figure to open (an issued
+    statement, or a draft for finance and admin), ``False`` for one known from the usage in
+    ``store`` alone (no run yet), which only finance and admin list
+    (:func:`~tenantcost.service.permissions.sees_usage_clients`). Filtered, counted and paged
+    in SQL (fast on 10,000 clients); while the store holds clients of usage alone, the
+    matching clients are merged with them and paged in pandas. Names come from the store's
+    catalog for the listed clients only, so a client-scoped principal matches and reads its
+    own clients' names, never another's."""
+    from tenantcost.service.usage_clients import usage_only_clients
     from tenantcost.store.catalog import catalog_names
 
     base = _client_names(principal).subquery()
@@ -232,12 +246,11 @@ def search_clients(
         base, names, names.c.client == base.c.client, isouter=True
     )
     if q:
-        escaped = q.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        pattern = f"%{escaped}%"
-        query = query.where(
-            func.lower(base.c.client).like(pattern, escape="\\")
-            | func.lower(func.coalesce(names.c.name, "")).like(pattern, escape="\\")
-        )
+        query = query.where(_matches(base.c.client, q) | _matches(names.c.name, q))
+    usage_only = usage_only_clients(engine, store) if sees_usage_clients(principal) else ()
+    if usage_only:
+        found, total = _with_usage_only(engine, query, usage_only, q, page, per_page)
+        return {"items": found, "page": page, "per_page": per_page, "total": total}
     filtered = query.subquery()
     total_column = func.count().over().label("total")  # the count in the same scan
     paged = (
@@ -247,18 +260,55 @@ def search_clients(
         .offset((page - 1) * per_page)
     )
     with engine.connect() as conn:
-        found = conn.execute(paged).all()
-        if found:
-            total = int(found[0].total)
+        rows = conn.execute(paged).all()
+        if rows:
+            total = int(rows[0].total)
         else:  # a page past the end: count alone
             total = int(conn.execute(select(func.count()).select_from(filtered)).scalar() or 0)
-    items = [{"id": str(r.client), "name": None if r.name is None else str(r.name)} for r in found]
-    return {
-        "items": items,
-        "page": page,
-        "per_page": per_page,
-        "total": total,
-    }
+    items = [
+        {"id": str(r.client), "name": None if r.name is None else str(r.name), "statement": True}
+        for r in rows
+    ]  # one page
+    return {"items": items, "page": page, "per_page": per_page, "total": total}
+
+
+def _matches(column: Any, q: str) -> Any:
+    """``column`` contains ``q``, in any case (``%`` and ``_`` in ``q`` match themselves)."""
+    escaped = q.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return func.lower(func.coalesce(column, "")).like(f"%{escaped}%", escape="\\")
+
+
+def _with_usage_only(
+    engine: Engine,
+    query: Select[Any],
+    usage_only: tuple[str, ...],
+    q: str,
+    page: int,
+    per_page: int,
+) -> tuple[list[dict[str, Any]], int]:
+    """One page of the clients with a figure that match (``query``) merged with the clients
+    of usage alone that match, in id order, and the count of both."""
+    from tenantcost.store.catalog import catalog_names
+
+    with engine.connect() as conn:
+        figured = pd.DataFrame(conn.execute(query).all(), columns=["client", "name"])
+        catalog = pd.DataFrame(conn.execute(catalog_names()).all(), columns=["client", "name"])
+    extra = pd.DataFrame({"client": list(usage_only)}).merge(catalog, on="client", how="left")
+    if q:
+        wanted = q.lower()
+        hit = extra["client"].str.lower().str.contains(wanted, regex=False) | extra["name"].fillna(
+            ""
+        ).str.lower().str.contains(wanted, regex=False)
+        extra = extra[hit]
+    both = pd.concat(
+        [figured.assign(statement=True), extra.assign(statement=False)], ignore_index=True
+    ).sort_values("client", kind="stable")
+    shown = both.iloc[(page - 1) * per_page : page * per_page]
+    items = [
+        {"id": str(c), "name": None if pd.isna(n) else str(n), "statement": bool(st)}
+        for c, n, st in zip(shown["client"], shown["name"], shown["statement"], strict=True)
+    ]  # one page
+    return items, len(both)
 
 
 def client_months(engine: Engine, principal: Principal, client: str) -> list[str]:

@@ -19,7 +19,12 @@ from urllib.parse import urlencode
 
 from tenantcost.service.memo import remembered
 from tenantcost.store.data import Store
-from tenantcost.store.usage_totals import shown_client, usage_totals, usage_version
+from tenantcost.store.usage_totals import (
+    shown_client,
+    shown_column,
+    usage_totals,
+    usage_version,
+)
 
 USAGE_ROWS_PER_PAGE = 100
 
@@ -47,15 +52,20 @@ def usage_view(store: Store | None, month: str, page: int, clients_page: int) ->
         return None
     per_page = USAGE_ROWS_PER_PAGE
     offset = (page - 1) * per_page
-    totals = remembered(store.engine, "usage_totals", (month, per_page, offset),
-                        lambda: usage_totals(store, month, limit=per_page, offset=offset),
-                        lambda: usage_version(store.engine, month))  # this month's batches
-    document = totals.document()
+    totals = remembered(
+        store.engine,
+        "usage_totals",
+        (month, per_page, offset),
+        lambda: usage_totals(store, month, limit=per_page, offset=offset),
+        lambda: usage_version(store.engine, month),
+    )  # this month's batches
+    columns = [shown_column(totals.rows[m], thousands=True) for m in totals.metrics]
     rows = [
-        UsageRow(str(u["service"]), shown_client(str(u["client"])),
-                 [_shown(u[m]) for m in totals.metrics])
-        for u in document["usage"]
-    ]  # fmt: skip  # one page (at most 100 rows): display only, the query did the work
+        UsageRow(str(service), shown_client(str(client)), [column[i] for column in columns])
+        for i, (service, client) in enumerate(
+            zip(totals.rows["service"], totals.rows["client"], strict=True)
+        )
+    ]  # one page (at most 100 rows): display only, the query did the work
     pages = max(1, -(-totals.count // per_page))
     first = (page - 1) * per_page + 1
     shown = f", showing {first:,} to {first + len(rows) - 1:,}" if rows else ""
@@ -71,11 +81,6 @@ def usage_view(store: Store | None, month: str, page: int, clients_page: int) ->
         href(page - 1) if page > 1 else None,
         href(page + 1) if page < pages else None,
     )
-
-
-def _shown(value: object) -> str:
-    """A total as people read it: thousands separated (``66,348``, ``1,234.5``)."""
-    return f"{value:,}" if isinstance(value, int | float) else str(value)
 
 
 __all__ = ["USAGE_ROWS_PER_PAGE", "UsageRow", "UsageView", "usage_view"]

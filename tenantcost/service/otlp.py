@@ -13,8 +13,9 @@ The answers follow the OTLP/HTTP specification, in the request's encoding:
   its count; also the notes on points counted without a client, or received already);
 * **400** with a ``google.rpc.Status`` for a body that is no such request (not retried);
 * **401/403** (the usage API's bearer tokens: the ``ingest`` role may post), **413** over the
-  body limit (``serve --max-body``, also for a gzip body once inflated), **415** for another
-  content type or encoding;
+  body limit (``serve --max-body``, also for a gzip body once inflated, every member of it) or
+  over the limit of data points (``serve --max-records``, counted before the body is decoded:
+  :mod:`tenantcost.otlp_count`), **415** for another content type or encoding;
 * **503** with ``Retry-After`` when the store stays locked (retryable, as only 429, 502, 503
   and 504 are).
 """
@@ -22,6 +23,7 @@ The answers follow the OTLP/HTTP specification, in the request's encoding:
 from __future__ import annotations
 
 import logging
+import time
 import zlib
 from typing import Any
 
@@ -72,8 +74,10 @@ async def post_metrics(request: Request, principal: CurrentPrincipal) -> Respons
     try:
         allowed = _allowed(request, principal)
         encoding = _encoding(request)
-        body = _inflate(request, await request.body())  # under the byte limit (BodyLimit)
-        return await run_in_threadpool(_export, request, allowed, body, encoding)
+        received = time.time_ns()
+        body = await request.body()  # under the byte limit (BodyLimit)
+        # off the event loop: inflating, counting and decoding take CPU while reads wait
+        return await run_in_threadpool(_export, request, allowed, body, encoding, received)
     except _Failure as failure:
         return _status_response(failure, encoding)
 
@@ -107,8 +111,10 @@ def _encoding(request: Request) -> Any:
                    "bodies are application/x-protobuf or application/json")  # fmt: skip
 
 
-def _inflate(request: Request, body: bytes) -> bytes:
-    """The body, gunzipped if it says so, never inflated beyond the service's byte limit."""
+def _inflate(request: Request, body: bytes | bytearray) -> bytes | bytearray:
+    """The body, gunzipped if it says so, never inflated beyond the service's byte limit.
+    Every gzip member is inflated, one after the other (``gzip -c a; gzip -c b`` is one
+    stream, as HTTP's gzip coding allows); what follows a member and is no member is 400."""
     coding = request.headers.get("content-encoding", "identity").strip().lower()
     if coding in ("", "identity"):
         return body
@@ -116,19 +122,36 @@ def _inflate(request: Request, body: bytes) -> bytes:
         raise _Failure(415, INVALID_ARGUMENT, f"unsupported Content-Encoding '{coding}' "
                        "(gzip or none)")  # fmt: skip
     limit = request.app.state.settings.max_body
-    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    try:
-        inflated = inflater.decompress(body, limit + 1)
-    except zlib.error as exc:
-        raise _Failure(400, INVALID_ARGUMENT, f"the gzip body does not inflate: {exc}") from None
-    if len(inflated) > limit:
-        raise _Failure(413, INVALID_ARGUMENT, f"the inflated body is over this service's "
-                       f"limit of {limit} bytes (tenantcost serve --max-body)")  # fmt: skip
-    return inflated
+    inflated = bytearray()
+    rest = body
+    while rest:
+        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        try:
+            inflated += inflater.decompress(rest, limit + 1 - len(inflated))
+        except zlib.error as exc:
+            raise _Failure(400, INVALID_ARGUMENT, f"the gzip body does not inflate (member "
+                           f"at byte {len(body) - len(rest)}): {exc}") from None  # fmt: skip
+        if len(inflated) > limit:
+            raise _Failure(413, INVALID_ARGUMENT, f"the inflated body is over this service's "
+                           f"limit of {limit} bytes (tenantcost serve --max-body)")  # fmt: skip
+        if not inflater.eof:
+            raise _Failure(400, INVALID_ARGUMENT, "the gzip body is truncated (its last "
+                           "member does not end)")  # fmt: skip
+        rest = inflater.unused_data
+    return inflated  # not copied into bytes: an export's points are read from it
 
 
-def _export(request: Request, principal: Principal, body: bytes, encoding: Any) -> Response:
-    from tenantcost.otlp import DecodeError, parse, points
+def _export(
+    request: Request,
+    principal: Principal,
+    body: bytes | bytearray,
+    encoding: Any,
+    received: int,
+) -> Response:
+    from datetime import timedelta
+
+    from tenantcost.otlp import DecodeError, points
+    from tenantcost.otlp_count import TooLarge, decode
     from tenantcost.store.lock import StoreLocked
     from tenantcost.store.otlp_series import ingest_points
 
@@ -136,10 +159,16 @@ def _export(request: Request, principal: Principal, body: bytes, encoding: Any) 
     if store is None:
         raise _Failure(503, UNAVAILABLE, "the service has no data directory: start it with "
                        "--data DIR", **{"Retry-After": "60"})  # fmt: skip
+    body = _inflate(request, body)
     try:
-        found = points(parse(body, encoding), settings.store.otlp)
+        export = decode(body, encoding, settings.max_records)
+        del body  # a protobuf export holds it until its points are read; JSON is decoded
+        found = points(export, settings.store.otlp, received=received)
     except DecodeError as exc:
         raise _Failure(400, INVALID_ARGUMENT, str(exc)) from None
+    except TooLarge as exc:
+        raise _Failure(413, INVALID_ARGUMENT, str(exc)) from None
+    del export  # its points are read: free it before the batch
     try:
         outcome = ingest_points(
             store,
@@ -148,6 +177,7 @@ def _export(request: Request, principal: Principal, body: bytes, encoding: Any) 
             actor=principal.actor,
             origin=f"POST /v1/metrics ({principal.actor})",
             wait=settings.ingest_wait,
+            expiry=timedelta(hours=settings.store.otlp.series_expiry_hours),
         )
     except StoreLocked as exc:
         raise _Failure(503, UNAVAILABLE, str(exc), **{"Retry-After": RETRY_AFTER}) from None

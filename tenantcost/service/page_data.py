@@ -116,6 +116,8 @@ class FigureRow:
     shown: int | None = None
     """The figure in display units as every page and sheet of the run shows it; ``None``: a
     client not in its run's displayed figures (shown from ``amount``)."""
+    places: int | None = None
+    """The decimals of ``shown``: the run's display rule's, frozen by its close."""
 
 
 def figures(engine: Engine, scope: Scope, clients: list[str]) -> list[FigureRow]:
@@ -144,6 +146,7 @@ def figures(engine: Engine, scope: Scope, clients: list[str]) -> list[FigureRow]
             **r,  # the query's columns are the row's fields
             smallest=smallest.get(str(r["run_id"])),
             shown=shown[str(r["run_id"])].amount(str(r["client"])),
+            places=shown[str(r["run_id"])].places,
         )
         for r in rows
     ]

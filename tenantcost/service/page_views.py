@@ -28,7 +28,9 @@ from tenantcost.report.display import (
     key_label,
 )
 from tenantcost.report.invoice_view import InvoiceView, invoice_view
+from tenantcost.report.sheet_view import SheetView
 from tenantcost.service import page_data
+from tenantcost.service.month_close import MonthClose, month_close
 from tenantcost.service.month_usage import UsageView, usage_view
 from tenantcost.service.page_data import FigureRow
 from tenantcost.service.urls import api_client_path, client_href
@@ -54,7 +56,10 @@ def shown_amount(row: FigureRow, places: int) -> str:
 
 
 def figure_places(row: FigureRow) -> int:
-    """The decimals a month's figure row is shown at (its run's sheets')."""
+    """The decimals a month's figure row is shown at (its run's sheets': the display rule's,
+    frozen by its close)."""
+    if row.places is not None:
+        return row.places
     return _places(str(row.currency), row.smallest)
 
 
@@ -75,6 +80,9 @@ class SearchRow:
     status: str | None
     name: str | None = None
     """The catalog's name of the client (None: not in the catalog, or unnamed)."""
+    statement: bool = True
+    """False: known from stored usage alone, no run yet (shown "no statement yet", no link:
+    the client has no page until a run)."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +97,9 @@ class SearchView:
     prev_href: str | None
     next_href: str | None
     per_page_choices: tuple[int, ...] = PER_PAGE_CHOICES
+    hint: str | None = None
+    """What to run: on an empty list (nothing to show yet), or under a list with clients of
+    usage alone."""
 
 
 def search_view(
@@ -99,9 +110,15 @@ def search_view(
     ids: list[str],
     figures: list[FigureRow],
     names: dict[str, str] | None = None,
+    usage_only: set[str] | None = None,
+    sees_usage: bool = False,
 ) -> SearchView:
-    """The search page: each listed client's latest visible month, and its catalog name."""
+    """The search page: each listed client's latest visible month, and its catalog name;
+    ``usage_only``: the clients of this page known from stored usage alone (no run yet);
+    ``sees_usage``: the reader lists such clients (finance, admin), which decides what an
+    empty list tells it to run."""
     names = names or {}
+    usage_only = usage_only or set()
     latest = {f.client: f for f in figures}  # in (client, month) order: the last month wins
     rows = []
     for client in ids:  # one page (at most 500 rows): display only, the query did the work
@@ -120,7 +137,7 @@ def search_view(
             )
         else:
             rows.append(SearchRow(client, client_href(client), None, None, None, None,
-                                  names.get(client)))  # fmt: skip
+                                  names.get(client), client not in usage_only))  # fmt: skip
     pages = max(1, math.ceil(total / per_page))
 
     def href(n: int) -> str:
@@ -142,6 +159,29 @@ def search_view(
         summary,
         href(page - 1) if page > 1 else None,
         href(page + 1) if page < pages else None,
+        hint=_search_hint(q, total, bool(usage_only), sees_usage),
+    )
+
+
+def _search_hint(q: str, total: int, usage_only: bool, sees_usage: bool) -> str | None:
+    """What to run next, when the list shows nothing yet or clients without a statement."""
+    if usage_only:
+        return (
+            "Clients marked “no statement yet” have stored usage but no run: "
+            "`tenantcost run --month YYYY-MM` allocates their month (with its costs "
+            "ingested), and `tenantcost close --month YYYY-MM` issues their statements."
+        )
+    if total or q:
+        return None
+    if sees_usage:
+        return (
+            "No clients yet: the store holds no usage, run or statement. Ingest usage "
+            "(`tenantcost ingest usage`, or the meter: docs/meter.md) and costs "
+            "(`tenantcost ingest costs`), then `tenantcost run --month YYYY-MM`."
+        )
+    return (
+        "No statements issued yet: clients appear here once finance closes a month "
+        "(`tenantcost run --month YYYY-MM`, then `tenantcost close --month YYYY-MM`)."
     )
 
 
@@ -184,6 +224,9 @@ class SheetLinks:
     html: str
     pdf: str
     md: str
+    internal: SheetLinks | None = None
+    """The internal view's links (``?view=internal``: confidence, other keys, input files,
+    reproduce command), for a reader :attr:`Action.VIEW_INTERNAL_SHEET` allows; else None."""
 
 
 @dataclass(frozen=True)
@@ -200,6 +243,9 @@ class ClientView:
     history_svg: Markup
     name: str | None = None
     """The catalog's name of the client (None: not in the catalog, or unnamed)."""
+    statement: bool = True
+    """False: known from stored usage alone, no run yet (shown "no statement yet", no link:
+    the client has no page until a run)."""
 
 
 def client_view(
@@ -209,10 +255,12 @@ def client_view(
     drafts: bool,
     name: str | None = None,
     watched: tuple[str, ...] = (),
+    internal_sheet: bool = False,
 ) -> ClientView:
     """The client page for ``month`` (default: the latest month with a figure or a watch).
     ``watched``: months whose latest watch run has the client; such a month
-    without a figure the viewer may see has no figure, notices or sheet: only its watch."""
+    without a figure the viewer may see has no figure, notices or sheet: only its watch.
+    ``internal_sheet``: the reader may open the sheet's internal view (permissions decide)."""
     months = sorted({r.month for r in rows} | set(watched))
     chosen = month or months[-1]
     figure, notices = None, []
@@ -221,7 +269,10 @@ def client_view(
         places = figure_places(rows[at])
         figure, notices = _figure(rows[at], places), _notices(rows, at, places)
     base = api_client_path(client, "months", chosen, "sheet")
-    sheet = SheetLinks(f"{base}.html", f"{base}.pdf", f"{base}.md")
+    internal = "?view=" + SheetView.INTERNAL
+    sheet = SheetLinks(f"{base}.html", f"{base}.pdf", f"{base}.md",
+                       SheetLinks(f"{base}.html{internal}", f"{base}.pdf{internal}",
+                                  f"{base}.md{internal}") if internal_sheet else None)  # fmt: skip
     history = [
         HistoryRow(
             r.month,
@@ -267,41 +318,23 @@ def _figure(row: FigureRow, places: int) -> Figure:
 
 
 def _notices(rows: list[FigureRow], at: int, places: int) -> list[Notice]:
-    """What changed since last month, and, for a restated month, since the last revision
-    (``rows[at]``: the month shown; the rows are in month order)."""
-    out = []
+    """For a restated month, what changed since the last revision (``rows[at]``: the month
+    shown). The change since the previous month is the page's one "What changed" block
+    (:mod:`tenantcost.service.what_changed`), not a notice."""
     row = rows[at]
-    month, currency = row.month, row.currency
-    if at > 0:
-        before = rows[at - 1]
-        now, then = int(row.amount), int(before.amount)
-        then_text = shown_amount(before, figure_places(before))
-        change = now - then
-        direction = "up" if change > 0 else "down" if change < 0 else "unchanged"
-        share = f" ({format_share(change / then)})" if then and change else ""
-        out.append(
-            Notice(
-                f"Since {before.month}",
-                f"{shown_amount(row, places)} {currency} in {month}, {direction}"
-                + (f" by {format_amount(abs(change), places)} {currency}{share}" if change else "")
-                + f" from {then_text} {currency} in {before.month}. "
-                "The sheet's lines show where the change comes from (its change notices name "
-                "rule changes).",
-            )
-        )
     revision = row.revision
-    if revision is not None and revision > 1:
-        difference = row.difference or 0
-        sign = "+" if difference > 0 else "-" if difference < 0 else "±"
-        out.append(
-            Notice(
-                f"Restated: revision {revision}",
-                f"Revision {revision} replaces revision {revision - 1} of {month}: "
-                f"{sign}{format_amount(abs(difference), places)} {currency}. "
-                f"Reason: {row.reason or 'not given'}.",
-            )
+    if revision is None or revision <= 1:
+        return []
+    difference = row.difference or 0
+    sign = "+" if difference > 0 else "-" if difference < 0 else "±"
+    return [
+        Notice(
+            f"Restated: revision {revision}",
+            f"Revision {revision} replaces revision {revision - 1} of {row.month}: "
+            f"{sign}{format_amount(abs(difference), places)} {row.currency}. "
+            f"Reason: {row.reason or 'not given'}.",
         )
-    return out
+    ]
 
 
 def _history_chart(client: str, rows: list[FigureRow]) -> Markup:
@@ -394,6 +427,9 @@ class KeyRow:
     issued: str = ""
     name: str | None = None
     """The catalog's name of the client (None: not in the catalog, or unnamed)."""
+    statement: bool = True
+    """False: known from stored usage alone, no run yet (shown "no statement yet", no link:
+    the client has no page until a run)."""
 
 
 @dataclass(frozen=True)
@@ -443,6 +479,8 @@ class MonthView:
     usage: UsageView | None = None
     """The month's usage totals per service and client (one page); ``None`` without a data
     directory."""
+    close: MonthClose | None = None
+    """Finance's first screen (:mod:`tenantcost.service.month_close`); ``None`` for product."""
 
 
 def month_view(
@@ -493,6 +531,7 @@ def _month_view(
         ],
         run=run,
         usage=usage_view(store, month, usage_page, page),
+        close=month_close(engine, month, run_id),
     )
 
 

@@ -22,12 +22,13 @@ from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
 import jinja2
-from fastapi import APIRouter, Depends, FastAPI, Form, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Form, HTTPException, Query, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markupsafe import Markup
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from tenantcost.month import MONTH_PATTERN, parse_month
 from tenantcost.service import figures, page_data
 from tenantcost.service.auth import (
     ClientAccess,
@@ -41,7 +42,7 @@ from tenantcost.service.auth import (
 )
 from tenantcost.service.config import ServiceSettings
 from tenantcost.service.json_body import text_problem
-from tenantcost.service.params import PageNumber, SearchText
+from tenantcost.service.params import CatalogValue, PageNumber, SearchText
 from tenantcost.service.permissions import (
     MANAGER_MONTH_FIELDS,
     Action,
@@ -51,6 +52,7 @@ from tenantcost.service.permissions import (
     client_scope,
     sees_drafts,
     sees_month_workings,
+    sees_usage_clients,
 )
 from tenantcost.service.session import (
     COOKIE_NAME,
@@ -71,7 +73,6 @@ router = APIRouter(include_in_schema=False)
 PER_PAGE = 50
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 API_PREFIX = "/api/"
-MONTH_PATTERN = r"^\d{4}-(0[1-9]|1[0-2])$"
 LOCKED = "Another process is writing to the store (an ingest or a run); try again in a minute."
 
 
@@ -202,7 +203,7 @@ def render_denied(request: Request, exc: Denied) -> Response:
 def _safe_next(target: str | None) -> str:
     """Only a local path (no scheme, no ``//host``): a login link cannot send people away."""
     if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
-        return "/clients"
+        return "/"  # the role's answer (tenantcost.service.landing)
     return target
 
 
@@ -230,13 +231,16 @@ def _check_csrf(request: Request, submitted: str | None) -> Session:
 
 @router.get("/", response_class=HTMLResponse)
 def home(request: Request) -> Response:
-    """Signed in: the client search; else the login form."""
-    target = "/clients" if get_principal(request) is not None else "/login"
+    """Signed in: the role's answer (:mod:`tenantcost.service.landing`); else the login form."""
+    from tenantcost.service.landing import landing
+
+    principal = get_principal(request)
+    target = "/login" if principal is None else landing(request.app.state.engine, principal)
     return RedirectResponse(target, status_code=303)
 
 
 @router.get("/login", response_class=HTMLResponse)
-def login_form(request: Request, next: str = "/clients", logged_out: int = 0) -> Response:
+def login_form(request: Request, next: str = "/", logged_out: int = 0) -> Response:
     message = "You are logged out." if logged_out else ""
     return _login_page(request, next, message=message)
 
@@ -246,7 +250,7 @@ def login(
     request: Request,
     token: str = Form(""),
     csrf_token: str = Form(""),
-    next: str = Form("/clients"),
+    next: str = Form("/"),
 ) -> Response:
     """Check the token (as a Bearer header would be) and start a new session for it."""
     _check_csrf(request, csrf_token)
@@ -284,19 +288,35 @@ def clients_page(
     q: SearchText = "",
     page: PageNumber = 1,
     per_page: int = Query(PER_PAGE, ge=1, le=500),
+    month: str | None = Query(None, pattern=MONTH_PATTERN),
+    plan: CatalogValue = "",
+    segment: CatalogValue = "",
+    manager: CatalogValue = "",
+    sort: str | None = Query(None, max_length=40),
+    order: str | None = Query(None, max_length=8),
 ) -> Response:
-    """Server-side search over the clients the principal may list, one page at a time."""
-    from tenantcost.service import page_views
+    """The client list of a month (:mod:`tenantcost.service.client_list`), sortable,
+    filtered and paged on the server, with its totals and CSV link."""
+    from tenantcost.errors import InputError
+    from tenantcost.service import client_list as listing
+    from tenantcost.service.client_list_view import client_list_view
+    from tenantcost.service.page_views import _search_hint
 
     principal = authorize(request, get_principal(request), Action.LIST_CLIENTS)
     engine = request.app.state.engine
-    scope = _scope(principal)
-    found = figures.search_clients(engine, principal, q.strip(), page, per_page)
-    ids, total = [str(item["id"]) for item in found["items"]], int(found["total"])
-    names = {str(item["id"]): str(item["name"]) for item in found["items"] if item["name"]}
-    rows = page_data.figures(engine, scope, ids)
-    search = page_views.search_view(q.strip(), page, per_page, total, ids, rows, names)
-    return render(request, "service/clients.html", section="clients", search=search)
+    try:
+        field, direction = listing.parse_sort(sort, order)
+    except InputError as exc:
+        raise HTTPException(422, str(exc)) from None
+    query = listing.ListQuery(month, q.strip(), plan, segment, manager, field, direction,
+                              page, per_page)  # fmt: skip
+    found = listing.client_list(engine, principal, query, request.app.state.store)
+    months = [str(m["month"]) for m in figures.months_document(engine, principal)]
+    usage_only = not found.rows.empty and not bool(found.rows["statement"].all())
+    hint = _search_hint(query.q, found.total, usage_only, sees_usage_clients(principal))
+    view = client_list_view(engine, found, query, months,
+                            listing.filter_values(engine, principal), hint)  # fmt: skip
+    return render(request, "service/clients.html", section="clients", search=view)
 
 
 @router.get("/clients/{client_id}", response_class=HTMLResponse)
@@ -323,27 +343,30 @@ def client_page(
 
     rows = _shown_text(engine, access.principal, access.client, rows)
     name = names_of(engine, [access.client]).get(access.client)  # the client's own name only
-    view = page_views.client_view(access.client, rows, month, scope.drafts, name, watched)
-    bridge = _bridge(request, access, rows, view.month) if view.figure else None
-    watch = client_section(engine, access.principal, access.client, view.month)
-    return render(request, "service/client.html", section="clients", view=view, bridge=bridge,
-                  watch=watch)  # fmt: skip
+    internal = can(access.principal, Action.VIEW_INTERNAL_SHEET, access.client).allowed
+    view = page_views.client_view(access.client, rows, month, scope.drafts, name, watched,
+                                  internal_sheet=internal)  # fmt: skip
+    changed = _changed(request, access, rows, view.month) if view.figure else None
+    watch = client_section(engine, access.principal, access.client, view.month,
+                           request.app.state.settings.store.watch)  # fmt: skip
+    from tenantcost.service.trend import client_trend
+    from tenantcost.service.trend_view import trend_section
+
+    trend = trend_section(client_trend(engine, access.principal, access.client, 12))
+    return render(request, "service/client.html", section="clients", view=view, changed=changed,
+                  watch=watch, trend=trend)  # fmt: skip
 
 
-def _bridge(
+def _changed(
     request: Request, access: ClientAccess, rows: list[page_data.FigureRow], month: str
 ) -> Any:
-    """The month's bridge against the previous month's latest issued revision, at the
-    decimals of the page's figure (:mod:`tenantcost.service.bridge_view`)."""
-    from tenantcost.service.bridge_view import bridge_view
-    from tenantcost.service.page_views import figure_places
+    """The month's "What changed" block (:mod:`tenantcost.service.what_changed`)."""
+    from tenantcost.service.what_changed import what_changed
 
-    row = next(r for r in rows if r.month == month)
     store = request.app.state.store
     data = store.data if store is not None else None
-    engine = request.app.state.engine
-    return bridge_view(engine, access.principal, access.client, month, row.run_id,
-                       figure_places(row), data)  # fmt: skip
+    return what_changed(request.app.state.engine, access.principal, access.client, rows,
+                        month, data)  # fmt: skip
 
 
 def _shown_text(
@@ -416,10 +439,14 @@ def _month_response(
     context.setdefault("error", "")
     context.setdefault("confirm", None)
     context.setdefault("workings", True)
+    context.setdefault("movers", None)  # a form's answer (409, 422) shows the month without them
+    context.setdefault("trend", None)
     if "watch" not in context:
         from tenantcost.service.watch_view import month_section
 
-        context["watch"] = month_section(request.app.state.engine, month)
+        context["watch"] = month_section(request.app.state.engine, month,
+                                         settings=request.app.state.settings.store.watch,
+                                         alerts=True)  # fmt: skip
     return render(
         request, "service/month.html", section="months", status=status, view=view, **context
     )
@@ -447,8 +474,18 @@ def month_page(
     from tenantcost.service.watch_view import month_section
 
     engine = request.app.state.engine
-    watch = (month_section(engine, month, watch_sort, watch_page)
+    watch = (month_section(engine, month, watch_sort, watch_page,
+                           request.app.state.settings.store.watch,
+                           alerts=sees_month_workings(principal))
              if can(principal, Action.VIEW_WATCH).allowed else None)  # fmt: skip
+    from tenantcost.service.movers import month_movers, movers_section
+
+    store = request.app.state.store
+    data = store.data if store is not None else None
+    movers = movers_section(month_movers(engine, principal, month, 5, data), month)
+    from tenantcost.service.month_trend import DEFAULT_MONTHS, month_trend, month_trend_section
+
+    trend = month_trend_section(month_trend(engine, principal, month, DEFAULT_MONTHS))
     if not sees_month_workings(principal):
         view = page_views.issued_month_view(engine, month, page)
         if view is None and watch is not None:
@@ -457,10 +494,11 @@ def month_page(
             raise not_found()  # never issued nor watched: nothing product may read
         return render(request, "service/month.html", section="months", view=view,
                       workings=False, message="", error="", confirm=None,
-                      watch=watch)  # fmt: skip
+                      watch=watch, movers=movers, trend=trend)  # fmt: skip
 
     return _month_response(request, month, page=page, usage_page=usage_page,
-                           message=page_views.done_message(done), watch=watch)  # fmt: skip
+                           message=page_views.done_message(done), watch=watch,
+                           movers=movers, trend=trend)  # fmt: skip
 
 
 @router.get("/pricing", response_class=HTMLResponse)
@@ -502,7 +540,12 @@ def pricing_page(
     context["view"] = pricing.page_context(priced, months, page, as_of or "")
     context["view"] |= {"cost_svg": Markup(context["view"]["cost_svg"]),
                         "margin_svg": Markup(context["view"]["margin_svg"])}  # fmt: skip
+    from tenantcost.service.plan_margins import DEFAULT_MONTHS, margins_section, plan_margins
+
+    found = plan_margins(engine, principal, month, DEFAULT_MONTHS, GroupBy(by))
+    context["margins"] = margins_section(found, month)
     return render(request, "service/pricing.html", section="pricing", **context)
+
 
 @router.get("/months/{month}/finance-summary.html")
 def finance_summary_html(request: Request, month: str) -> Response:
@@ -537,11 +580,19 @@ def _finance_summary(request: Request, month: str, fmt: str) -> Response:
 
 
 def _known_month(month: str) -> None:
-    """A well-formed month (``YYYY-MM``), else the 404 page."""
+    """A month the service accepts, else: a path that is not ``YYYY-MM`` at all is no page
+    (the 404 page); a month outside 2000-01 .. 2099-12 is refused, 422 with its one line
+    (:func:`tenantcost.month.parse_month`), like every route with a month."""
     import re
 
-    if not re.fullmatch(MONTH_PATTERN, month):
+    from tenantcost.errors import InputError
+
+    if not re.fullmatch(r"[0-9]{4}-(0[1-9]|1[0-2])", month):
         raise not_found()
+    try:
+        parse_month(month, "month")
+    except InputError as exc:
+        raise HTTPException(422, str(exc)) from None
 
 
 @router.post("/months/{month}/close", response_class=HTMLResponse)

@@ -2,6 +2,8 @@
 
 * ``page``: at most :data:`MAX_PAGE`. ``?page=99999999999999999999`` reached SQLite as an
   ``OFFSET`` past its 64-bit integers (a 500); no search has a millionth page.
+* ``plan``, ``segment``, ``manager`` (the client list's filters): a catalog value, so what no
+  stored text may hold (a control character, a lone surrogate) is a 422 naming the filter;
 * ``q`` (the client search): part of a client id, so a character no client id may hold (a
   control character such as NUL, which PostgreSQL refuses in a query) is a 422 naming ``q``
   rather than a search that can match nothing.
@@ -15,6 +17,7 @@ from fastapi import Query
 from pydantic import AfterValidator
 
 from tenantcost.client_id import client_id_problem
+from tenantcost.stored_text import text_problem
 
 MAX_PAGE = 1_000_000
 """The last page number a paged list accepts."""
@@ -35,3 +38,18 @@ SearchText = Annotated[
     AfterValidator(_search_text),
 ]
 PageNumber = Annotated[int, Query(ge=1, le=MAX_PAGE)]
+
+
+def _catalog_value(value: str) -> str:
+    problem = text_problem(value, "the value")
+    if problem is not None:
+        raise ValueError(f"no catalog value can match: {problem}")
+    return value
+
+
+CatalogValue = Annotated[
+    str,
+    Query(max_length=MAX_SEARCH, description="A catalog value, exactly (plan, segment, manager)."),
+    AfterValidator(_catalog_value),
+]
+"""``?plan=``, ``?segment=``, ``?manager=`` of the client list."""

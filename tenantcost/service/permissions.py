@@ -13,7 +13,9 @@ The rules:
 * ``account-manager``: its own clients only. Another client's URL answers **404, exactly as
   for a client that does not exist** (same body, decided without touching the database, so
   no existence leak through content or timing class). Cluster-wide pages (reconciliation,
-  compare, month close/reopen, tokens, ingest) answer **403**. It sees issued months only:
+  compare, month close/reopen, tokens, ingest) answer **403**; the one month route it may
+  read is a month's top movers (:attr:`Action.VIEW_MOVERS`), among its own clients only.
+  It sees issued months only:
   the month list holds only months in which its own clients have statements, with the
   fields :data:`MANAGER_MONTH_FIELDS` (no run ids or counts, no coverage). Of a month not
   issued it sees only its own clients' entries of the latest watch run (month to
@@ -22,7 +24,9 @@ The rules:
   reads the reason written for clients, redacted, or "restated by finance", **never the
   internal reason** (:func:`sees_internal_reasons`): that one may hold other clients' names
   and figures that no redaction recognises;
-* ``finance``: every client, drafts (marked), the cascade and the invoice cascade (the
+* ``finance``: every client, drafts (marked), in the client list also the clients known
+  from usage alone, before any run (marked "no statement yet": :func:`sees_usage_clients`),
+  the cascade and the invoice cascade (the
   month closed on the cloud invoice, every billed line of the company), close and reopen,
   ingest of
   corrections, the internal reason of a reopen, the batch list and batch withdrawal (the
@@ -42,6 +46,13 @@ The rules:
   pages' workings (drafts, runs, coverage, batches, usage, finance summaries) or the invoice
   cascade: **403**;
 * ``admin``: everything finance may, and tokens.
+
+A client's sheet has two views (:mod:`tenantcost.report.sheet_view`): the client's, which
+every role that may open the client reads, and the internal one (``?view=internal``: the
+confidence grade, the amounts under other keys, the input files and the reproduce command),
+:attr:`Action.VIEW_INTERNAL_SHEET`, finance's and admin's only. An account manager or product
+asking for it on a client it may open gets **403**; on another client, the **404** of any
+other client's URL (the client scope is checked first).
 
 Finance and admin may do everything product may (their action sets include product's).
 """
@@ -93,6 +104,11 @@ class Action(StrEnum):
     VIEW_INVOICE = "view-invoice"
     """GET /api/v1/months/{M}/reconciliation?against=invoice: the invoice cascade (the
     cloud invoice's total, its bridge and every billed line outside the clients)."""
+    VIEW_MOVERS = "view-movers"
+    """GET /api/v1/months/{M}/movers and the month page's top movers: the clients whose
+    figures moved most since the previous month, among the clients in the viewer's scope
+    (:func:`client_scope`). Account managers too: an exception to the cluster-wide 403 of the
+    month routes, since the list is filtered to their own clients in SQL."""
     CLOSE_MONTH = "close-month"
     REOPEN_MONTH = "reopen-month"
     MANAGE_TOKENS = "manage-tokens"
@@ -101,6 +117,9 @@ class Action(StrEnum):
     """GET /api/v1/batches: every ingested batch, active or withdrawn (with the reason)."""
     WITHDRAW_BATCH = "withdraw-batch"
     """POST /api/v1/batches/{uid}/withdraw."""
+    VIEW_INTERNAL_SHEET = "view-internal-sheet"
+    """GET /api/v1/clients/{id}/months/{M}/sheet.{html,pdf,md}?view=internal: the sheet
+    with finance's workings (asked after ``view-client``, which decides the 404)."""
 
 
 class Decision(IntEnum):
@@ -140,7 +159,9 @@ _CLUSTER_ROLES = frozenset({Role.ADMIN, Role.FINANCE})
 _ROLE_ACTIONS: dict[Role, frozenset[Action]] = {
     Role.ADMIN: frozenset(Action),
     Role.FINANCE: frozenset(Action) - {Action.MANAGE_TOKENS},
-    Role.ACCOUNT_MANAGER: frozenset({Action.LIST_MONTHS, Action.LIST_CLIENTS, Action.VIEW_CLIENT}),
+    Role.ACCOUNT_MANAGER: frozenset(
+        {Action.LIST_MONTHS, Action.LIST_CLIENTS, Action.VIEW_CLIENT, Action.VIEW_MOVERS}
+    ),
     Role.PRODUCT: frozenset(
         {
             Action.LIST_MONTHS,
@@ -149,6 +170,7 @@ _ROLE_ACTIONS: dict[Role, frozenset[Action]] = {
             Action.VIEW_ISSUED_MONTH,
             Action.VIEW_PRICING,
             Action.VIEW_WATCH,
+            Action.VIEW_MOVERS,
         }
     ),
     Role.INGEST: frozenset({Action.INGEST_USAGE}),
@@ -213,6 +235,15 @@ def sees_month_workings(principal: Principal) -> bool:
     :data:`MANAGER_MONTH_FIELDS` of months with an issued revision, and a month's latest
     issued revision (cascade, idle, clients under each key); a month never issued is not
     found for it."""
+    return can(principal, Action.VIEW_CLUSTER).allowed
+
+
+def sees_usage_clients(principal: Principal) -> bool:
+    """Finance and admin also list the clients known from usage alone (metered usage stored,
+    no run yet), marked "no statement yet": an admin who just connected the meter sees who
+    arrived before the first ``run``. Usage is cluster-wide workings (the month page's usage
+    section is :attr:`Action.VIEW_CLUSTER`'s); product and account managers list issued
+    statements only."""
     return can(principal, Action.VIEW_CLUSTER).allowed
 
 

@@ -81,12 +81,12 @@ class Watcher:
         self.thread.join(timeout=5)
 
     def _loop(self) -> None:
-        from tenantcost.service.sheets import render_version
+        from tenantcost.service.sheets import sheet_version
         from tenantcost.store.sheet_cache import pending
 
         while not self.stopping.wait(self.poll):
             try:
-                for job in pending(self.engine, render_version()):  # one per month
+                for job in pending(self.engine, sheet_version(self.engine)):  # one per month
                     if self.stopping.is_set():
                         return
                     worker = f"{socket.gethostname()}:{os.getpid()}"
@@ -124,13 +124,16 @@ def render_revision(engine: Engine, month: str, key: RenderKey, worker: str) -> 
     """Render and keep every sheet of the revision not kept yet: how many were rendered,
     and whether all were (it stops early, leaving its claim to go stale, when the worker
     that started it is gone)."""
+    from tenantcost.report.sheet_view import SheetView
     from tenantcost.service.figures import FigureStatus, MonthSource
     from tenantcost.service.sheets import _load, render_from
+    from tenantcost.store.catalog import names_of
 
     status = FigureStatus.ISSUED if key.revision == 1 else FigureStatus.RESTATED
     source = MonthSource(month, key.run_id, status, key.revision, "closed")
     loaded = _load(engine, source, None)
     clients = sorted(str(c) for c in loaded.pack.clients)
+    names = names_of(engine, clients)  # the titles (the key's version holds the catalog's)
     parent, done, beaten = os.getppid(), 0, time.monotonic()
     for formats in (FAST_FORMATS, ("pdf",)):
         kept = {fmt: cached_clients(engine, key, fmt) for fmt in formats}
@@ -138,7 +141,10 @@ def render_revision(engine: Engine, month: str, key: RenderKey, worker: str) -> 
             if os.getppid() != parent:
                 return done, False
             todo = [(c, f) for c, f in batch if c not in kept[f]]
-            bodies = [(c, f, render_from(loaded, c, f)) for c, f in todo]
+            bodies = [
+                (c, f, render_from(loaded, c, f, SheetView.CLIENT, names.get(c, "")))
+                for c, f in todo
+            ]
             remember(engine, key, bodies)
             done += len(bodies)
             if bodies or time.monotonic() - beaten > BEAT_SECONDS:  # not per skipped chunk

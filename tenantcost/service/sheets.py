@@ -16,7 +16,13 @@ shared by every worker: rendered in the background after close
 (:mod:`tenantcost.service.prerender`), or on the first read, then read from there. A fresh
 worker serves them without loading the month's pack. They are keyed by
 :func:`render_version` (the sheet code, templates and WeasyPrint), so a new renderer renders
-them again.
+them again, and by the store catalog's fingerprint (:func:`sheet_version`): a client sheet's
+title holds the client's catalog name, so a catalog load renders the kept sheets again.
+
+A sheet has two views (:mod:`tenantcost.report.sheet_view`). What is kept and cached is the
+client's; the internal view (finance's and admin's, ``?view=internal``) is rendered on demand
+on every request and never kept: it is read rarely, and a store of finance's workings beside
+the sheets clients receive is one more thing that could be served to the wrong reader.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from typing import Any
 from fastapi.responses import Response
 from sqlalchemy import Engine
 
+from tenantcost.report.sheet_view import SheetView
 from tenantcost.service.auth import not_found
 from tenantcost.service.downloads import Disposition, content_disposition
 from tenantcost.service.figures import FigureStatus, MonthSource
@@ -82,25 +89,38 @@ def render_version() -> str:
     return digest.hexdigest()[:32]
 
 
-def store_key(source: MonthSource) -> RenderKey | None:
+def sheet_version(engine: Engine) -> str:
+    """The version kept sheets are keyed by: :func:`render_version`, and the fingerprint of
+    the store's catalog when there is one (its names are in the sheets' titles). One indexed
+    query for the latest catalog load."""
+    from tenantcost.store.catalog import catalog_fingerprint
+
+    catalog = catalog_fingerprint(engine)
+    if catalog is None:
+        return render_version()
+    return hashlib.sha256(f"{render_version()}/{catalog}".encode()).hexdigest()[:32]
+
+
+def store_key(engine: Engine, source: MonthSource) -> RenderKey | None:
     """Where an issued revision's sheets are kept (None for a draft: never kept)."""
     if source.status is FigureStatus.DRAFT or source.revision is None:
         return None
-    return RenderKey(source.run_id, source.revision, render_version())
+    return RenderKey(source.run_id, source.revision, sheet_version(engine))
 
 
 def sheet_body(
     engine: Engine, source: MonthSource, client: str, fmt: str, data: DataDir | None = None
 ) -> bytes:
-    """The sheet's bytes: this process's cache, else the store's, else rendered (and kept
-    in both when the revision is issued)."""
-    key = (f"{source.run_id}/{source.revision}{_compared(engine, source)}", client, fmt)
-    stored = store_key(source)
+    """The client sheet's bytes: this process's cache, else the store's, else rendered (and
+    kept in both when the revision is issued)."""
+    stored = store_key(engine, source)
+    version = stored.version if stored is not None else ""
+    key = (f"{source.run_id}/{source.revision}{_compared(engine, source)}/{version}", client, fmt)
     body = _cached(key) if stored is not None else None
     if body is None and stored is not None:
         body = cached(engine, stored, client, fmt)
     if body is None:
-        body = _render(engine, source, client, fmt, data)
+        body = _render(engine, source, client, fmt, data, SheetView.CLIENT)
         if stored is not None:
             _keep(engine, stored, client, fmt, body)
     if stored is not None:
@@ -109,12 +129,22 @@ def sheet_body(
 
 
 def render_sheet(
-    engine: Engine, source: MonthSource, client: str, fmt: str, data: DataDir | None = None
+    engine: Engine,
+    source: MonthSource,
+    client: str,
+    fmt: str,
+    data: DataDir | None = None,
+    view: SheetView = SheetView.CLIENT,
 ) -> Response:
-    """The sheet of ``client`` from the run ``source`` names, as an HTTP response."""
-    body = sheet_body(engine, source, client, fmt, data)
+    """The sheet of ``client`` from the run ``source`` names, as an HTTP response: the
+    client view kept and cached, the internal view rendered now (the caller checked that
+    the principal may read it)."""
+    if view.internal:
+        body = _render(engine, source, client, fmt, data, view)
+    else:
+        body = sheet_body(engine, source, client, fmt, data)
     disposition = Disposition.INLINE if fmt == "html" else Disposition.ATTACHMENT
-    name = f"{source.month}-{client}.{fmt}"
+    name = f"{source.month}-{client}{'-internal' if view.internal else ''}.{fmt}"
     return Response(
         body,
         media_type=MEDIA_TYPES[fmt],
@@ -191,13 +221,14 @@ def _loaded(engine: Engine, source: MonthSource, data: DataDir | None) -> _Loade
 
 def _load(engine: Engine, source: MonthSource, data: DataDir | None) -> _Loaded:
     from tenantcost.report.sheet import prepare
+    from tenantcost.store.catalog import all_names
     from tenantcost.store.stored_run import load_statement
 
     if source.status is FigureStatus.DRAFT:  # the run itself, marked as a draft
         loaded = load_statement(engine, source.month, run_id=source.run_id, data=data)
     else:  # the revision exactly as issued (a restated one says what changed)
         loaded = load_statement(engine, source.month, revision=source.revision, data=data)
-    return _Loaded(loaded.pack, prepare(loaded.pack))
+    return _Loaded(loaded.pack, prepare(loaded.pack, all_names(engine)))
 
 
 @functools.cache
@@ -208,28 +239,43 @@ def _environment(kind: str) -> Any:
 
 
 def _render(
-    engine: Engine, source: MonthSource, client: str, fmt: str, data: DataDir | None
+    engine: Engine,
+    source: MonthSource,
+    client: str,
+    fmt: str,
+    data: DataDir | None,
+    view: SheetView,
 ) -> bytes:
-    """One sheet, through the report pack's sheet builder and templates."""
+    """One sheet, through the report pack's sheet builder and templates, titled with the
+    client's catalog name."""
+    from tenantcost.store.catalog import names_of
+
     loaded = _loaded(engine, source, data)
     if client not in loaded.pack.clients:  # e.g. a client the restated run no longer has
         raise not_found()
-    return render_from(loaded, client, fmt)
+    name = names_of(engine, [client]).get(client, "")
+    return render_from(loaded, client, fmt, view, name)
 
 
-def render_from(loaded: _Loaded, client: str, fmt: str) -> bytes:
-    """``client``'s sheet in ``fmt`` from a loaded pack (the background rendering's step)."""
+def render_from(
+    loaded: _Loaded,
+    client: str,
+    fmt: str,
+    view: SheetView = SheetView.CLIENT,
+    name: str = "",
+) -> bytes:
+    """``client``'s sheet in ``fmt`` from a loaded pack (the background rendering's step),
+    in ``view``, titled with the client's catalog ``name`` (when it has one)."""
     from tenantcost.report.render import Reproduce, _render
     from tenantcost.report.sheet import build_sheet
 
     if fmt == CONFIDENCE:
         return json.dumps(_confidence(loaded.pack, client)).encode("utf-8")
     pack, views = loaded.pack, loaded.views
-    sheet = build_sheet(pack, client, _slug(client), views)
+    sheet = build_sheet(pack, client, _slug(client), views, view, name)
     command = [*pack.command] if pack.command is not None else ["tenantcost", "report"]
-    reproduce = Reproduce(
-        views.redaction.reader(client)(f"{shlex.join(command)} --client {shlex.quote(client)}")
-    )
+    command += ["--client", client] + (["--view", "internal"] if view.internal else [])
+    reproduce = Reproduce(views.redaction.reader(client)(shlex.join(command)))
     kind = "md" if fmt == "md" else "html"
     name = "client_sheet.md" if fmt == "md" else "client_sheet.html"
     text = _render(_environment(kind), name, sheet=sheet, reproduce=reproduce)
@@ -302,7 +348,7 @@ def client_confidence(
     An issued revision's is kept with its sheets: a statement needs no pack load then."""
     from tenantcost.errors import InputError
 
-    stored = store_key(source)
+    stored = store_key(engine, source)
     if stored is not None:
         body = cached(engine, stored, client, CONFIDENCE)
         if body is not None:

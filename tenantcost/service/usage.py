@@ -159,7 +159,9 @@ def _public(exc: InputError, upload: _Upload) -> Problem:
 
 
 def _records_csv(batch: UsageBatch, folder: Path) -> _Upload:
-    """The records as a CSV file for the usage reader (columns: the union of the keys)."""
+    """The records as a CSV file for the usage reader (columns: the union of the keys). The
+    file is the reader's input, never shown to anyone, so its cells are written exactly: the
+    spreadsheet rule of :mod:`tenantcost.csv_cells` is for the CSV files people open."""
     import pandas as pd
 
     _check_clients(batch.records)

@@ -32,12 +32,27 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from markupsafe import Markup
 from sqlalchemy import Engine
 
+from tenantcost.config.watch import WatchSettings
 from tenantcost.report.display import auto_places, format_amount
 from tenantcost.service.figures import iso, reader_text
 from tenantcost.service.permissions import Principal
 from tenantcost.service.urls import client_href
+from tenantcost.service.watch_daily_view import (
+    DailyView,
+    client_daily_section,
+    month_daily_section,
+)
+from tenantcost.service.watch_seen import (
+    AlertLog,
+    BandView,
+    alert_log,
+    client_band,
+    month_band,
+    score_sentence,
+)
 from tenantcost.store.watch_snapshots import (
     EntryOrder,
     Snapshot,
@@ -233,15 +248,27 @@ class ClientWatchView:
     anomalies: list[AnomalyRow]
     rule_changes: list[ChangeRow]
     warnings: list[WarningRow]
+    band_svg: Markup | None = None
+    """The projection against the band (:mod:`tenantcost.service.watch_seen`)."""
+    explained: str = ""
+    """How a day is scored, in a sentence."""
+    daily: DailyView | None = None
+    """The daily cost per source, anomalies marked (:mod:`tenantcost.service.watch_daily_view`)."""
 
 
 def client_section(
-    engine: Engine, principal: Principal, client: str, month: str
+    engine: Engine,
+    principal: Principal,
+    client: str,
+    month: str,
+    settings: WatchSettings | None = None,
 ) -> ClientWatchView | None:
-    """The section from :func:`client_document` (the same figures, redacted the same)."""
+    """The section from :func:`client_document` (the same figures, redacted the same);
+    ``settings``: ``watch``'s parameters, for the sentence that explains the score."""
     doc = client_document(engine, principal, client, month)
     if doc is None:
         return None
+
     low, expected, high = _band(doc)
     currency = str((doc["money"] or {}).get("currency", ""))
     anomalies, changes = doc["anomalies"], doc["rule_changes"]
@@ -262,11 +289,15 @@ def client_section(
         month_closed=bool(doc["month_closed"]),
         anomalies=_anomaly_rows(anomalies, places),
         rule_changes=[
-            ChangeRow(str(c.get("day", "")), str(c.get("rule_id", "")),
-                      _money(c.get("effect"), places))
+            ChangeRow(
+                str(c.get("day", "")), str(c.get("rule_id", "")), _money(c.get("effect"), places)
+            )
             for c in changes
         ],
         warnings=_warning_rows(doc["warnings"] + doc["month_warnings"]),
+        band_svg=client_band(client, doc),
+        explained=score_sentence(settings, currency),
+        daily=client_daily_section(engine, principal, client, month, anomalies),
     )
 
 
@@ -310,6 +341,14 @@ class MonthWatchView:
     anomalies: list[AnomalyRow]
     anomalies_summary: str
     warnings: list[WarningRow]
+    band: BandView | None = None
+    """The month's projection against its band (:mod:`tenantcost.service.watch_seen`)."""
+    explained: str = ""
+    """How a day is scored, in a sentence."""
+    alerts: AlertLog | None = None
+    """The alerts sent this month (finance and admin; ``None`` for product)."""
+    daily: DailyView | None = None
+    """Every client's daily cost per source, anomalies marked."""
 
 
 def _against(projected: int, low: int | None, high: int | None, places: int) -> str:
@@ -345,14 +384,22 @@ def _page_amounts(entries: list[dict[str, Any]], anomalies: list[dict[str, Any]]
 
 
 def month_section(
-    engine: Engine, month: str, order: EntryOrder = EntryOrder.CLIENT, page: int = 1
+    engine: Engine,
+    month: str,
+    order: EntryOrder = EntryOrder.CLIENT,
+    page: int = 1,
+    settings: WatchSettings | None = None,
+    alerts: bool = False,
 ) -> MonthWatchView | None:
     """One page of every client's projection against its band, in ``order``, the month's
     anomalies (the first :data:`ANOMALIES_SHOWN`, by client) and its month-level warnings;
-    None when ``watch`` never ran on the month."""
+    the month's projection against its band, the score in a sentence (``settings``:
+    ``watch``'s parameters) and, with ``alerts`` (finance, admin), the alerts sent; None
+    when ``watch`` never ran on the month."""
     snapshot = latest_snapshot(engine, month)
     if snapshot is None:
         return None
+
     per_page = MONTH_ROWS_PER_PAGE
     entries = ranked_entries(engine, snapshot.id, order, offset=(page - 1) * per_page,
                              limit=per_page)  # fmt: skip
@@ -388,4 +435,8 @@ def month_section(
         f"client{'s' if in_clients != 1 else ''}"
         + (f", the first {len(anomalies)} listed" if found > len(anomalies) else ""),
         warnings=_warning_rows(list(snapshot.document.get("warnings", []))),
+        band=month_band(engine, snapshot),
+        explained=score_sentence(settings, currency),
+        alerts=alert_log(engine, month) if alerts else None,
+        daily=month_daily_section(engine, month),
     )

@@ -14,6 +14,12 @@ CUR 2.0 EKS split cost allocation rows (the reader's ``split_view``) are stored 
 them (``billing_split/``), each with the billing cell whose period holds its charge period,
 and replaced with it.
 
+**Refused before anything is written** (``--dry-run`` too), besides the reader's checks: an
+exact duplicate line among all the files of the call, unless ``keep_duplicates``
+(:mod:`tenantcost.readers.billing_duplicates`), and a billing period whose lines, with the
+live lines of its other accounts, would total more than
+:data:`~tenantcost.limits.MAX_AMOUNT_TOTAL` micro-units, the total ``run`` holds exactly.
+
 **Coverage.** What each cell covers is kept in ``billing_cell`` at ingest: the merged spans of
 its usage lines' charge periods (``ChargeCategory = Usage``; corrections of earlier periods
 aside). Recurring fees, purchases, tax and credits span the whole billing period and are
@@ -35,7 +41,17 @@ import pandas as pd
 from sqlalchemy import Connection, insert, select
 
 from tenantcost.errors import InputError
-from tenantcost.store.billing import COLUMNS, KIND, SPLIT_CELL, SPLIT_COLUMNS, SPLIT_KIND, quote
+from tenantcost.limits import MAX_AMOUNT_TOTAL
+from tenantcost.store.billing import (
+    COLUMNS,
+    KIND,
+    SPLIT_CELL,
+    SPLIT_COLUMNS,
+    SPLIT_KIND,
+    live_cells,
+    quote,
+    stored_billing,
+)
 from tenantcost.store.data import Store
 from tenantcost.store.ingest import (
     Ingested,
@@ -72,9 +88,13 @@ def ingest_billing(
     dry_run: bool = False,
     wait: float = 0.0,
     in_transaction: InTransaction | None = None,
+    keep_duplicates: bool = False,
 ) -> Ingested:
-    """Ingest billing files and folders as one batch (the module docstring)."""
-    from tenantcost.readers.billing import open_billing
+    """Ingest billing files and folders as one batch (the module docstring). A line repeating
+    another exactly (every column, within all ``paths``) is refused unless ``keep_duplicates``
+    (:mod:`tenantcost.readers.billing_duplicates`)."""
+    from tenantcost.readers.billing import open_billing, read_error
+    from tenantcost.readers.billing_duplicates import find_duplicate
     from tenantcost.store.month_inputs import stored_rules
 
     ruleset = stored_rules(store.engine).ruleset  # the currency the billing data must be in
@@ -82,6 +102,13 @@ def ingest_billing(
     con = _connect()
     data = open_billing([str(p) for p in paths], con, currency=ruleset.currency,
                         focus_allocations=allocations)  # fmt: skip
+    if not keep_duplicates:
+        try:
+            duplicate = find_duplicate(con, data.sources)
+        except duckdb.Error as exc:
+            raise read_error(con, data.sources, exc, data.origin) from None
+        if duplicate is not None:
+            raise duplicate
     return ingest_billing_views(store, data, con, actor=actor, dry_run=dry_run, wait=wait,
                                 in_transaction=in_transaction)  # fmt: skip
 
@@ -100,6 +127,7 @@ def ingest_billing_views(
     cells = _cell_summary(con, data.view)
     if cells.empty:
         raise InputError("no billing rows to ingest", file=data.origin)
+    _check_period_totals(store, con, data, cells)
     split = _split_cells(con, data, cells)
     shape = _Shape(KIND, data.origin, "replace", int(cells["rows"].sum()), 0,
                    cells["window_start"].min(), cells["window_end"].max())  # fmt: skip
@@ -152,6 +180,8 @@ def _split_cells(con: duckdb.DuckDBPyConnection, data: BillingViews, cells: pd.D
 _CELLS = """
     SELECT BillingPeriodStart AS window_start, BillingPeriodEnd AS window_end,
            BillingAccountId AS key, count(*) AS rows,
+           sum(abs(BilledCost)::DOUBLE) AS billed_abs,
+           sum(abs(EffectiveCost)::DOUBLE) AS effective_abs,
            list(DISTINCT InvoiceId ORDER BY InvoiceId) AS invoices,
            max(ChargePeriodEnd) AS charge_end
     FROM {view} GROUP BY ALL ORDER BY window_start, key, window_end"""
@@ -172,6 +202,85 @@ _SPANS = """
     SELECT s, a, min(cs) AS start, max(ce) AS "end" FROM g
     GROUP BY s, a, island ORDER BY s, a, start"""
 """Gaps and islands: the merged spans of each cell's usage charge periods (a few rows out)."""
+
+
+MAX_PERIOD_TOTAL = MAX_AMOUNT_TOTAL / 1_000_000
+"""The largest total of a billing period's lines, in currency units (one trillion):
+:data:`~tenantcost.limits.MAX_AMOUNT_TOTAL` micro-units, the total ``run`` holds exactly."""
+
+
+def _check_period_totals(
+    store: Store, con: duckdb.DuckDBPyConnection, data: BillingViews, cells: pd.DataFrame
+) -> None:
+    """Refuse a batch after which a billing period's lines would total more than
+    :data:`MAX_PERIOD_TOTAL` (the sum of absolute amounts, BilledCost and EffectiveCost each):
+    the live lines of the period's other accounts, which this batch does not replace, plus
+    the batch's. ``run`` sums a month's lines in ``int64`` micro-units; a total beyond
+    :data:`~tenantcost.limits.MAX_AMOUNT_TOTAL` (1e18, a ninth of ``int64``) is refused here,
+    naming the line at which the running total passes it, instead of failing every run of
+    the month. Totals are doubles: exact enough for a limit nine times below the overflow."""
+    stored = _stored_totals(store, con, cells)
+    for column, label in (("billed_abs", "BilledCost"), ("effective_abs", "EffectiveCost")):
+        batch = cells.groupby("window_start")[column].sum()
+        for start, total in batch.items():  # one per billing period: a few
+            before = stored.get((pd.Timestamp(start), column), 0.0)
+            if before + float(total) > MAX_PERIOD_TOTAL:
+                _raise_period_total(con, data.view, pd.Timestamp(start), label, before)
+
+
+def _stored_totals(
+    store: Store, con: duckdb.DuckDBPyConnection, cells: pd.DataFrame
+) -> dict[tuple[pd.Timestamp, str], float]:
+    """(billing period start, column) -> the absolute total of the live stored lines of that
+    period whose cell the batch does not replace (none read when there are no such cells)."""
+    from tenantcost.windows import Period
+
+    period = Period(cells["window_start"].min(), cells["window_end"].max())
+    live = live_cells(store.engine, period)
+    starts = set(cells["window_start"])
+    replaced = set(zip(cells["window_start"], cells["key"], strict=True))
+    kept = live[
+        [
+            s in starts and (s, str(k)) not in replaced
+            for s, k in zip(live["window_start"], live["key"], strict=True)
+        ]
+    ]  # few cells
+    if kept.empty:
+        return {}
+    view = stored_billing(store, period, con)
+    if view is None:
+        return {}
+    name = f"tc_kept_cells_{next(_names)}"
+    con.register(name, kept[["window_start", "key"]].astype({"key": str}))
+    rows = con.execute(f"""SELECT v.BillingPeriodStart, sum(abs(v.BilledCost)::DOUBLE),
+        sum(abs(v.EffectiveCost)::DOUBLE) FROM {view.view} v SEMI JOIN {name} k
+        ON k.window_start = v.BillingPeriodStart AND k.key = v.BillingAccountId
+        GROUP BY ALL""").fetchall()
+    totals: dict[tuple[pd.Timestamp, str], float] = {}
+    for start, billed, effective in rows:
+        totals[(pd.Timestamp(start), "billed_abs")] = float(billed or 0)
+        totals[(pd.Timestamp(start), "effective_abs")] = float(effective or 0)
+    return totals
+
+
+def _raise_period_total(con: duckdb.DuckDBPyConnection, view: str, start: pd.Timestamp,
+                        column: str, before: float) -> None:  # fmt: skip
+    """Name the batch line at which the period's running total passes the limit."""
+    at = start.isoformat()
+    found = con.execute(f"""SELECT x_file, x_row FROM (
+        SELECT x_file, x_row, ? + sum(abs({quote(column)})::DOUBLE) OVER (
+            ORDER BY x_file, x_row ROWS UNBOUNDED PRECEDING) AS running
+        FROM {view} WHERE BillingPeriodStart = ?::TIMESTAMPTZ)
+        WHERE running > ? ORDER BY x_file, x_row LIMIT 1""",
+        [before, at, MAX_PERIOD_TOTAL]).fetchall()  # fmt: skip
+    file, row = (str(found[0][0]), f"row {found[0][1]}") if found else (view, None)
+    stored = f", {before:,.0f} of it already stored for other accounts" if before else ""
+    raise InputError(
+        f"the billing period starting {iso_z(start)} would total more than"
+        f" {MAX_PERIOD_TOTAL:,.0f} in absolute amounts at this line{stored}: the largest total"
+        " a run holds exactly (docs/store.md)",
+        file=file, where=row, column=column,
+    )  # fmt: skip
 
 
 def _cell_summary(con: duckdb.DuckDBPyConnection, view: str) -> pd.DataFrame:

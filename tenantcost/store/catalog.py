@@ -115,12 +115,35 @@ def stored_catalog(bind: Engine | Connection) -> Catalog:
                    CATALOG_COLUMNS)  # fmt: skip
 
 
+def catalog_fingerprint(bind: Engine | Connection) -> str | None:
+    """The SHA-256 of the store's catalog (its latest load); ``None`` without one. What a
+    page or sheet kept with catalog names in it is keyed by."""
+    with connected(bind) as connection:
+        latest = _latest(connection)
+    return None if latest is None else latest[1]
+
+
 def catalog_names() -> Select[tuple[str, str]]:
     """``client, name`` of the store's catalog (its latest load), clients with a name only:
     a query to join (the service's client search matches names in SQL) or to filter."""
     load, client = table(CatalogLoad).c, table(CatalogClient).c
     latest = select(func.max(load.id)).scalar_subquery()
     return select(client.client, client.name).where(client.load_id == latest, client.name != "")
+
+
+def catalog_version(bind: Engine | Connection) -> int:
+    """The store's latest catalog load (0: none): changes whenever :func:`all_names` may."""
+    load = table(CatalogLoad).c
+    with connected(bind) as connection:
+        return int(connection.execute(select(func.coalesce(func.max(load.id), 0))).scalar() or 0)
+
+
+def all_names(bind: Engine | Connection) -> dict[str, str]:
+    """Every catalog name of the store's catalog, by client id (one query): what free text
+    shown to a client's reader is redacted against, with the ids."""
+    with connected(bind) as connection:
+        rows = connection.execute(catalog_names()).all()
+    return {str(row.client): str(row.name) for row in rows}
 
 
 def names_of(bind: Engine | Connection, clients: list[str]) -> dict[str, str]:

@@ -203,7 +203,8 @@ def compact_day(conn: Connection, data: DataDir, day: str) -> Compacted:
     folded = units[~units["compacted"]]
     upto = int(units["batch_id"].max())
     batches = (int(previous["batches"]) if previous is not None else 0) + int(
-        folded["batch_id"].nunique())
+        folded["batch_id"].nunique()
+    )
     now = utcnow()
     u = table(UsageCompaction).c
     conn.execute(update(table(UsageCompaction)).where(u.day == day, u.status == "active")
@@ -224,9 +225,18 @@ def _day_units(conn: Connection, day: str) -> tuple[pd.DataFrame, Any]:
     previous = None
     if not compacted.empty:
         previous = compacted.iloc[0]
-        virtual = pd.DataFrame([(str(previous["uid"]), int(previous["upto_batch_id"]), False,
-                                 True, str(previous["path"]))],
-                               columns=["uid", "batch_id", "replace", "compacted", "path"])
+        virtual = pd.DataFrame(
+            [
+                (
+                    str(previous["uid"]),
+                    int(previous["upto_batch_id"]),
+                    False,
+                    True,
+                    str(previous["path"]),
+                )
+            ],
+            columns=["uid", "batch_id", "replace", "compacted", "path"],
+        )
         units = pd.concat([virtual, units], ignore_index=True)  # fmt: skip
     return units[["uid", "batch_id", "replace", "compacted", "path"]], previous
 

@@ -439,10 +439,13 @@ def _issue(
     reason = str(last["reason"]) if last is not None and reopened else None
     client_reason = last["client_reason"] if last is not None and reopened else None
     now = utcnow()
+    from tenantcost.store.display import freeze
+
+    rule, places = freeze(connection, run_id)  # the decimals this revision is shown with
     event = {"month": month, "action": MonthAction.CLOSE.value, "revision": revision,
              "reason": reason, "run_id": run_id, "incomplete": detail is not None,
-             "detail": detail, "at": now, "actor": actor,
-             "client_reason": client_reason}  # fmt: skip
+             "detail": detail, "at": now, "actor": actor, "client_reason": client_reason,
+             "display_rule": rule, "display_places": places}  # fmt: skip
     event_id = connection.execute(
         insert(table(MonthEvent)).returning(table(MonthEvent).c.id), [event]
     ).scalar_one()

@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Connection, Engine, func, select
 
+from tenantcost.csv_cells import neutralised
 from tenantcost.store.connection import connected, result_frame
 from tenantcost.store.models import Statement, table
 from tenantcost.timefmt import iso_z
@@ -109,11 +110,12 @@ def history_document(entries: list[HistoryEntry]) -> list[dict[str, Any]]:
 
 
 def history_csv(entries: list[HistoryEntry]) -> str:
-    """``history --format csv``: the JSON fields as columns; ``rule_ids`` joined with ``;``."""
+    """``history --format csv``: the JSON fields as columns; ``rule_ids`` joined with ``;``;
+    text cells neutralised for spreadsheets (:mod:`tenantcost.csv_cells`)."""
     frame = pd.DataFrame(history_document(entries), columns=list(FIELDS))
     frame["rule_ids"] = frame["rule_ids"].map(";".join)
     out = io.StringIO()
-    frame.to_csv(out, index=False, lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
+    neutralised(frame).to_csv(out, index=False, lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
     return out.getvalue()
 
 

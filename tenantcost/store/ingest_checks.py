@@ -98,8 +98,10 @@ class StoreView:
         """One warning for the usage no stored rule version could check (none if all was)."""
         if not self.unchecked or self.first_unchecked is None:
             return []
-        none = "the store holds no rule version" if not self.versions else (
-            "no stored rule version is in force"
+        none = (
+            "the store holds no rule version"
+            if not self.versions
+            else ("no stored rule version is in force")
         )
         return [
             f"{none} for {self.unchecked} (window, service) cell(s) of this usage (the first "

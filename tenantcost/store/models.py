@@ -581,7 +581,9 @@ class MonthEvent(StoreModel, table=True):
     ``detail`` says which (a close's note; for a reopen, ``reason`` is required).
     ``client_reason`` (0011) is what clients' readers are told instead of ``reason``, which is
     for finance only (``reopen --client-reason``; NULL: the fixed note); a close carries its
-    reopen's, like ``reason``."""
+    reopen's, like ``reason``. ``display_rule`` and ``display_places`` (0025) are the display
+    rule's version and the decimals a close froze with its revision
+    (:mod:`tenantcost.store.display`); NULL on reopens and on closes from before 0025."""
 
     __tablename__ = "month_event"
     __table_args__ = _table_args(
@@ -602,6 +604,8 @@ class MonthEvent(StoreModel, table=True):
     at: datetime = Field(sa_type=UTCDateTime, default_factory=utcnow)
     actor: str = Field(max_length=200)
     client_reason: str | None = Field(default=None, sa_type=Text)
+    display_rule: int | None = Field(default=None)
+    display_places: int | None = Field(default=None)
 
 
 class Statement(StoreModel, table=True):
@@ -846,6 +850,18 @@ class WatchEntry(StoreModel, table=True):
     entry: str = Field(sa_type=Text)
 
 
+class WatchDaily(StoreModel, table=True):
+    """A watch run's daily cost per source (0026): for one client (``client``) or, with
+    ``client`` empty, summed over every client of the run; ``figures`` is JSON
+    (:mod:`tenantcost.store.watch_daily`), one row per client so a page reads one row."""
+
+    __tablename__ = "watch_daily"
+
+    snapshot_id: int = Field(foreign_key="watch_snapshot.id", primary_key=True)
+    client: str = Field(primary_key=True, sa_type=Text)
+    figures: str = Field(sa_type=Text)
+
+
 ALERT_CHANNELS = ("webhook", "email")
 ALERT_KINDS = ("anomaly", "status")
 DELIVERY_STATUSES = ("sending", "sent", "failed")
@@ -856,7 +872,8 @@ tried again by the next run (:mod:`tenantcost.store.alert_deliveries`)."""
 class AlertDelivery(StoreModel, table=True):
     """One alert to one destination over one channel (0023): whether it was sent, how many
     attempts it took or has failed, the last error and when, so that ``watch --notify``
-    delivers each alert once and retries a failed delivery at its next run."""
+    delivers each alert once and retries a failed delivery at its next run; who holds a
+    ``sending`` claim and since when (0024), so a crashed run's claims are taken over."""
 
     __tablename__ = "alert_delivery"
     __table_args__ = _table_args(
@@ -878,6 +895,12 @@ class AlertDelivery(StoreModel, table=True):
     first_attempt_at: datetime = Field(sa_type=UTCDateTime)
     last_attempt_at: datetime = Field(sa_type=UTCDateTime)
     sent_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    claimed_by: str | None = Field(default=None, sa_type=Text)
+    """Who holds (or last held) the claim (0024): host, PID namespace, process id and a token
+    of the run (:class:`tenantcost.store.alert_deliveries.Claimant`)."""
+    claimed_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    """When the claim was taken or last renewed (0024): a ``sending`` claim older than the
+    bound may be taken over."""
 
 
 class BudgetVersion(StoreModel, table=True):
@@ -887,9 +910,7 @@ class BudgetVersion(StoreModel, table=True):
     gets a new version (:mod:`tenantcost.store.budgets`)."""
 
     __tablename__ = "budget_version"
-    __table_args__ = _table_args(
-        ("version", "version >= 1"), UniqueConstraint("month", "version")
-    )
+    __table_args__ = _table_args(("version", "version >= 1"), UniqueConstraint("month", "version"))
 
     id: int | None = Field(default=None, primary_key=True)
     month: str = Field(max_length=7)

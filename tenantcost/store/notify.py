@@ -9,21 +9,32 @@ tried again by the next run.
 * **Webhook**: a JSON POST of the payload. ``X-Tenantcost-Signature: sha256=<hex>`` is the
   HMAC-SHA256 of the exact body bytes, keyed by the destination's secret (the environment
   variable its ``secret_env`` names, UTF-8); ``X-Tenantcost-Alert-Id`` is the alert's stable
-  key, for receivers to deduplicate. A connection error, a timeout, a 5xx or a 429 is tried
-  again within the run (:data:`ATTEMPTS` attempts, exponential backoff from ``backoff``
-  seconds, a 429's ``Retry-After`` honoured up to :data:`MAX_RETRY_AFTER`); any other
-  non-2xx answer (redirects are not followed) fails the delivery at once. Either way a failed
-  delivery is tried again by the next run.
+  key, for receivers to deduplicate. Each try is one exchange bounded as a whole by
+  ``alerts.timeout`` and reading at most 64 KiB of the answer
+  (:func:`tenantcost.store.exchange.post`): a receiver that drips its answer or sends a huge
+  body cannot hold the run or its memory. A connection error, a timeout, a 5xx or a 429 is
+  tried again within the run (:data:`ATTEMPTS` attempts, exponential backoff from
+  ``backoff`` seconds, a 429's ``Retry-After`` honoured up to :data:`MAX_RETRY_AFTER`); any
+  other non-2xx answer (redirects are not followed) fails the delivery at once. Either way a
+  failed delivery is tried again by the next run.
 * **E-mail**: one message per alert and destination, to that destination's addresses only
   (never a shared To: list), through the ``smtp:`` server with :mod:`smtplib`; the same
   retries on connection errors and 4xx SMTP replies. The body is the summary line and the
   payload as JSON; ``X-Tenantcost-Alert-Id`` is set and ``Message-ID`` is stable per alert and
   destination.
+* **One delivery's failure is its own**: a message that cannot even be built (a header
+  with a line break raises ``ValueError``), or any other error while sending, fails that
+  delivery only (recorded with a one-line reason naming the kind of error, never a client or
+  a figure) and the run goes on with the others. A run that is stopped (Ctrl-C, SIGTERM)
+  records the delivery it was sending and gives back the claims it did not try, so the next
+  run takes them at once.
 * **A closed month sends nothing**: its figures are issued statements now, and a re-watch
   of it (to look again) must not page anyone.
 * **Settings mistakes are refused before anything is claimed** (one line, exit 2): no
   ``alerts:`` section, a webhook secret or SMTP credential variable that is not set, a route
-  by a catalog column without a catalog. Nothing is recorded, so the next run sends all.
+  by a catalog column without a catalog, a proxy (``HTTPS_PROXY``...) that is not an
+  ``http://`` URL, a ``REQUESTS_CA_BUNDLE`` that cannot be read. Nothing is recorded, so
+  the next run sends all.
 
 The HTTP and SMTP calls run outside any store transaction.
 """
@@ -32,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import http.client
 import json
 import os
 import smtplib
@@ -43,15 +55,24 @@ from email.message import EmailMessage
 from typing import Any
 
 import pandas as pd
-import requests
 from sqlalchemy import Engine
 
 from tenantcost import __version__
 from tenantcost.alerts import Alert, alerts
 from tenantcost.config.watch import AlertSettings, Destination, SmtpSettings
 from tenantcost.errors import InputError
-from tenantcost.store.alert_deliveries import Delivery, claim, finish
+from tenantcost.store.alert_deliveries import Claimant, Delivery, claim, finish, release, renew
 from tenantcost.store.catalog import stored_catalog
+from tenantcost.store.exchange import (
+    ANSWER_LIMIT,
+    AnswerTooLarge,
+    BadCaBundle,
+    TimedOut,
+    UnsupportedProxy,
+    post,
+    proxy_for,
+    tls_context,
+)
 
 ATTEMPTS = 3
 """Tries of one delivery within a run (then it is ``failed``, tried again next run)."""
@@ -59,8 +80,6 @@ BACKOFF = 1.0
 """Seconds before the second try; each later one waits twice as long."""
 MAX_RETRY_AFTER = 30.0
 """Longest ``Retry-After`` of a 429 waited for within a run."""
-TIMEOUT = 10.0
-"""Seconds to connect and to read an answer, per try."""
 SIGNATURE_HEADER = "X-Tenantcost-Signature"
 ID_HEADER = "X-Tenantcost-Alert-Id"
 MISSING_SECTION = (
@@ -111,6 +130,14 @@ class NotifyReport:
     def busy(self) -> int:
         return sum(d.busy for d in self.destinations)
 
+    def failure(self) -> str | None:
+        """One line for the operator when a delivery failed (None when none did): how many,
+        and that the next run tries them again (the summary above names the errors)."""
+        if not self.failed:
+            return None
+        return (f"error: {self.failed} alert deliver{'y' if self.failed == 1 else 'ies'} of "
+                f"{self.month} failed; the next run tries again (reasons above)")  # fmt: skip
+
     def summary(self) -> str:
         """Lines for the operator: totals, then one line per destination (no client named)."""
         if self.month_closed:
@@ -159,15 +186,25 @@ def notify(
     found = alerts(document, catalog, settings)
     by_key = {a.key: a for a in found}
     wanted = _deliveries(found, settings)
-    claimed = claim(engine, wanted, wait=wait)
+    me = Claimant()
+    claimed = claim(engine, wanted, me, wait=wait)
     reports = {name: DestinationReport(name) for name in sorted({d.destination for d in wanted})}
     for d in claimed.already_sent:
         reports[d.destination].already_sent += 1
     for d in claimed.busy:
         reports[d.destination].busy += 1
-    for d in claimed.mine:
-        outcome = _deliver(d, by_key[d.alert_key], settings, environ, backoff, engine, wait)
+    for position, d in enumerate(claimed.mine):
         report = reports[d.destination]
+        try:
+            if not renew(engine, d, me, wait=wait):  # taken over: not this run's to send
+                report.busy += 1
+                continue
+            outcome = _deliver(d, by_key[d.alert_key], settings, environ, backoff, engine, me,
+                               wait)  # fmt: skip
+        except BaseException as exc:  # stopped: give back what this run did not try
+            reason = f"not tried: the run was stopped ({type(exc).__name__})"
+            release(engine, claimed.mine[position:], me, reason, wait=wait)
+            raise
         if outcome.ok:
             report.sent += 1
         else:
@@ -204,12 +241,21 @@ def _deliveries(found: Sequence[Alert], settings: AlertSettings) -> list[Deliver
 
 
 def _check_secrets(used: set[str], settings: AlertSettings, environ: Mapping[str, str]) -> None:
-    """Every destination's secrets are set, before anything is claimed: checked at every run,
-    alerts or not, so a mistake shows on the CronJob's first run, not at the first spike."""
+    """Every destination's secrets are set, and the proxy and CA bundle the process's
+    environment names for its webhook are usable, before anything is claimed: checked at
+    every run, alerts or not, so a mistake shows on the CronJob's first run, not at the
+    first spike."""
     for name in sorted(used):
         destination = settings.destinations[name]
         if destination.webhook:
             _env(environ, str(destination.secret_env), f"alerts.destinations.{name}.secret_env")
+            url = str(destination.webhook)
+            try:
+                proxy_for(url)
+                if url.startswith("https:"):
+                    tls_context()
+            except (UnsupportedProxy, BadCaBundle) as exc:
+                raise InputError(f"alerts.destinations.{name}.webhook: {exc}") from None
         if destination.email and settings.smtp is not None:
             _smtp_login(settings.smtp, environ)
 
@@ -232,22 +278,26 @@ def _smtp_login(smtp: SmtpSettings, environ: Mapping[str, str]) -> tuple[str, st
 
 
 def _deliver(delivery: Delivery, alert: Alert, settings: AlertSettings,
-             environ: Mapping[str, str], backoff: float, engine: Engine,
+             environ: Mapping[str, str], backoff: float, engine: Engine, me: Claimant,
              wait: float) -> _Outcome:  # fmt: skip
-    """Send one claimed delivery and record its outcome (also when interrupted: then it is
-    ``failed``, not left ``sending``)."""
+    """Send one claimed delivery and record its outcome: any error is this delivery's
+    failure, recorded with its kind (never its text: it could quote a header, so a client's
+    name); when interrupted it is ``failed`` too, not left ``sending``, and the interruption
+    goes on."""
     destination = settings.destinations[delivery.destination]
     try:
         if delivery.channel == "webhook":
-            outcome = _webhook(destination, alert, environ, backoff)
+            outcome = _webhook(destination, alert, settings, environ, backoff)
         else:
             outcome = _email(destination, delivery.destination, alert, settings, environ, backoff)
+    except Exception as exc:
+        outcome = _Outcome(False, 1, f"failed unexpectedly ({type(exc).__name__})")
     except BaseException as exc:
         error = f"interrupted ({type(exc).__name__})"
-        finish(engine, delivery, sent=False, attempts=1, error=error, wait=wait)
+        finish(engine, delivery, me, sent=False, attempts=1, error=error, wait=wait)
         raise
-    finish(engine, delivery, sent=outcome.ok, attempts=outcome.attempts, error=outcome.error,
-           wait=wait)  # fmt: skip
+    finish(engine, delivery, me, sent=outcome.ok, attempts=outcome.attempts,
+           error=outcome.error, wait=wait)  # fmt: skip
     return outcome
 
 
@@ -262,8 +312,8 @@ def signature(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
 
 
-def _webhook(destination: Destination, alert: Alert, environ: Mapping[str, str],
-             backoff: float) -> _Outcome:  # fmt: skip
+def _webhook(destination: Destination, alert: Alert, settings: AlertSettings,
+             environ: Mapping[str, str], backoff: float) -> _Outcome:  # fmt: skip
     body = body_bytes(alert.payload)
     secret = _env(environ, str(destination.secret_env), "secret_env")
     headers = {
@@ -276,30 +326,33 @@ def _webhook(destination: Destination, alert: Alert, environ: Mapping[str, str],
     for attempt in range(1, ATTEMPTS + 1):
         delay = backoff * 2 ** (attempt - 1)
         try:
-            answer = requests.post(str(destination.webhook), data=body, headers=headers,
-                                   timeout=TIMEOUT, allow_redirects=False)  # fmt: skip
-        except (requests.ConnectionError, requests.Timeout) as exc:
+            answer = post(str(destination.webhook), body, headers, timeout=settings.timeout)
+        except TimedOut:
+            error = f"timed out ({settings.timeout:g} s)"
+        except AnswerTooLarge:  # a broken answer: not worth a retry now
+            return _Outcome(False, attempt, f"answer headers over {ANSWER_LIMIT // 1024} KiB")
+        except OSError as exc:
             error = f"connection failed ({type(exc).__name__})"
-        except requests.RequestException as exc:  # a broken answer: not worth a retry now
+        except http.client.HTTPException as exc:  # not HTTP: not worth a retry now
             return _Outcome(False, attempt, f"request failed ({type(exc).__name__})")
         else:
-            if 200 <= answer.status_code < 300:
+            if 200 <= answer.status < 300:
                 return _Outcome(True, attempt, None)
-            error = f"HTTP {answer.status_code}"
-            if answer.status_code != 429 and answer.status_code < 500:
+            error = f"HTTP {answer.status}"
+            if answer.status != 429 and answer.status < 500:
                 return _Outcome(False, attempt, error)
-            delay = max(delay, _retry_after(answer))
+            delay = max(delay, _retry_after(answer.status, answer.headers.get("Retry-After")))
         if attempt < ATTEMPTS:
             time.sleep(delay)
     return _Outcome(False, ATTEMPTS, error)
 
 
-def _retry_after(answer: requests.Response) -> float:
+def _retry_after(status: int, value: str | None) -> float:
     """A 429's ``Retry-After`` in seconds (capped), 0 if absent or not a number."""
-    if answer.status_code != 429:
+    if status != 429:
         return 0.0
     try:
-        return min(max(float(answer.headers.get("Retry-After", "0")), 0.0), MAX_RETRY_AFTER)
+        return min(max(float(value or "0"), 0.0), MAX_RETRY_AFTER)
     except ValueError:
         return 0.0
 
@@ -323,12 +376,15 @@ def _email(destination: Destination, name: str, alert: Alert, settings: AlertSet
            environ: Mapping[str, str], backoff: float) -> _Outcome:  # fmt: skip
     smtp = settings.smtp
     assert smtp is not None  # AlertSettings refuses e-mail destinations without smtp
-    mail = message(alert, name, destination.email, smtp.sender)
+    try:
+        mail = message(alert, name, destination.email, smtp.sender)
+    except (ValueError, TypeError) as exc:  # e.g. a line break in a header (the client's name)
+        return _Outcome(False, 1, f"the e-mail could not be built ({type(exc).__name__})")
     login = _smtp_login(smtp, environ)
     error = ""
     for attempt in range(1, ATTEMPTS + 1):
         try:
-            _smtp_send(smtp, login, mail)
+            _smtp_send(smtp, login, mail, settings.timeout)
             return _Outcome(True, attempt, None)
         except smtplib.SMTPResponseException as exc:
             error = f"SMTP {exc.smtp_code}"
@@ -343,8 +399,9 @@ def _email(destination: Destination, name: str, alert: Alert, settings: AlertSet
     return _Outcome(False, ATTEMPTS, error)
 
 
-def _smtp_send(smtp: SmtpSettings, login: tuple[str, str] | None, mail: EmailMessage) -> None:
-    with smtplib.SMTP(smtp.host, smtp.port, timeout=TIMEOUT) as server:
+def _smtp_send(smtp: SmtpSettings, login: tuple[str, str] | None, mail: EmailMessage,
+               timeout: float) -> None:  # fmt: skip
+    with smtplib.SMTP(smtp.host, smtp.port, timeout=timeout) as server:
         if smtp.starttls:
             server.starttls(context=ssl.create_default_context())
         if login is not None:

@@ -134,8 +134,9 @@ def run_month(
     try:
         costs = stored_costs(store, period, tag_batches=True)
         usage = stored_usage(store, period, con)
-        billed = stored_billing_run(store, period, con, rules.ruleset, costs,
-                                    allow_unbilled=allow_unbilled)
+        billed = stored_billing_run(
+            store, period, con, rules.ruleset, costs, allow_unbilled=allow_unbilled
+        )
         result = allocate_stream(
             billed.costs if billed is not None else costs, usage, rules.ruleset,
             key=key, period=period, detail="period", rules_origin=rules.origin, con=con,

@@ -10,7 +10,8 @@ ones a page lists, so it is computed once per run (one query per table, vectoris
 a run's stored figures never change once written (``run`` writes its clients, a ``close``
 adds the key figures of the run it issues), so the displayed figures of an issued revision
 are frozen with it. A run cached before its close added the key figures is computed again
-once they are there.
+once they are there. The decimals are the run's display rule's
+(:func:`tenantcost.store.display.run_places`): frozen by the close that issued it.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ import pandas as pd
 from sqlalchemy import Connection, Engine, func, select
 
 from tenantcost.kinds import CascadeKind
-from tenantcost.report.display import auto_places
 from tenantcost.report.rounding import half_even, key_columns, largest_remainder
 from tenantcost.store.connection import result_frame
-from tenantcost.store.models import Run, RunClient, RunClientFigure, RunFigure, table
+from tenantcost.store.display import run_places
+from tenantcost.store.models import RunClient, RunClientFigure, RunFigure, table
 
 KEY_FIGURE = "key:"
 RULE = "rule"
@@ -111,11 +112,8 @@ def _compute(connection: Connection, run_id: str, keyed: bool) -> RunShown:
         .where(f.run_id == run_id, f.section == "cascade")
         .order_by(f.position)
     ).all()
-    currency = connection.execute(
-        select(table(Run).c.currency).where(table(Run).c.id == run_id)
-    ).scalar()
     amounts = _amounts(connection, run_id, keyed)
-    places = auto_places(str(currency), amounts[RULE].tolist())
+    places = run_places(connection, run_id)  # frozen by the close, else the current rule
     units = largest_remainder([int(a) for _, a in cascade], places)
     kinds = [str(kind) for kind, _ in cascade]
     clients_line = (

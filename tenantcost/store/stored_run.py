@@ -271,6 +271,10 @@ def load_statement(
         stored = load_run(connection, chosen.run_id)
         figures = load_pack_figures(connection, chosen.run_id)
         provenance = stored_provenance(connection, chosen.run_id, stored, generated_at)
+        if places is None:  # the decimals the close froze (the pages' too), else the rule's
+            from tenantcost.store.display import run_places
+
+            places = run_places(connection, chosen.run_id)
     if figures is None:
         if data is None:
             raise InputError(

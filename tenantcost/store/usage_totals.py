@@ -105,13 +105,28 @@ def usage_totals(
     metrics = list(source.metrics)
     sums = ", ".join(f"fsum({quote(m)}) AS {quote(m)}" for m in metrics)
     grouped = (
-        f"SELECT service, client, {sums} FROM ({source.relation(con)}) "
-        "GROUP BY service, client"
+        f"SELECT service, client, {sums} FROM ({source.relation(con)}) GROUP BY service, client"
     )
     counted = con.execute(f"SELECT count(*) FROM ({grouped})").fetchall()
     page = f" LIMIT {int(limit)} OFFSET {int(offset)}" if limit is not None else ""
     rows = con.execute(f"{grouped} ORDER BY service, client{page}").df()
     return UsageTotals(month, metrics, rows, int(counted[0][0]) if counted else 0)
+
+
+def usage_clients(store: Store, month: str) -> list[str]:
+    """The clients named in ``month``'s live usage (not the empty client), in order: who the
+    store knows from usage, run or not (one ``DISTINCT`` in DuckDB over the Parquet scan)."""
+    from tenantcost.split import connect
+
+    con = connect()
+    source = stored_usage(store, Period.month(month), con)
+    if source is None:
+        return []
+    query = (
+        f"SELECT DISTINCT client FROM ({source.relation(con)}) "
+        "WHERE client IS NOT NULL AND client <> '' ORDER BY client"
+    )
+    return [str(row[0]) for row in con.execute(query).fetchall()]
 
 
 def all_usage_totals(store: Store, month: str | None = None) -> list[UsageTotals]:
@@ -129,20 +144,38 @@ def totals_document(totals: list[UsageTotals]) -> dict[str, Any]:
 
 
 def totals_table(totals: list[UsageTotals]) -> str:
-    """``status --usage`` as a text table: one row per (month, service, client)."""
+    """``status --usage`` as a text table: one row per (month, service, client), each metric
+    column in plain decimals aligned on the point (:func:`shown_column`); ``-`` where a month
+    has no such metric."""
     from tenantcost.writers.text import render_table
 
     metrics = list(dict.fromkeys(m for t in totals for m in t.metrics))
-    header = ["month", "service", "client", *metrics]
-    rows = [
-        [t.month, str(r["service"]), shown_client(str(r["client"])),
-         *(str(r[m]) if m in r else "-" for m in metrics)]
-        for t in totals
-        for r in _numbers(t.rows, t.metrics).to_dict("records")
-    ]  # fmt: skip  # one line per (service, client) shown: output, not computation
-    if not rows:
+    frames = [t.rows.assign(month=t.month) for t in totals if not t.rows.empty]
+    if not frames:
         return "(no stored usage)"
-    return render_table(header, rows, set(range(3, len(header))))
+    rows = pd.concat(frames, ignore_index=True).reindex(
+        columns=["month", "service", "client", *metrics]
+    )
+    columns = [rows["month"].astype(str).tolist(), rows["service"].astype(str).tolist(),
+               [shown_client(str(c)) for c in rows["client"]],
+               *(shown_column(rows[m]) for m in metrics)]  # fmt: skip
+    header = ["month", "service", "client", *metrics]
+    return render_table(header, [list(r) for r in zip(*columns, strict=True)],
+                        set(range(3, len(header))))  # fmt: skip
+
+
+def shown_column(values: pd.Series, *, thousands: bool = False) -> list[str]:
+    """A metric column as people read it: plain decimals (``0.000097``, never ``9.7e-05``),
+    every value with as many decimals as the column's most precise total needs (at most
+    :data:`DECIMALS`), so the column lines up on the point; ``-`` for a missing value.
+    ``thousands``: with separators (``66,348.5``), as the pages show figures."""
+    numbers = pd.to_numeric(values, errors="coerce").astype("float64")
+    present = numbers.dropna().round(DECIMALS)
+    decimals = next(
+        (d for d in range(DECIMALS) if bool((present.round(d) == present).all())), DECIMALS
+    )
+    spec = f"{',' if thousands else ''}.{decimals}f"
+    return ["-" if pd.isna(v) else format(v + 0.0, spec) for v in numbers.round(DECIMALS)]
 
 
 def shown_client(client: str) -> str:
@@ -171,8 +204,10 @@ __all__ = [
     "UsageTotals",
     "all_usage_totals",
     "shown_client",
+    "shown_column",
     "totals_document",
     "totals_table",
+    "usage_clients",
     "usage_months",
     "usage_totals",
 ]

@@ -259,13 +259,17 @@ def watch_month(
     span = Span.of(month, as_of, settings.window_days)
     closed = month_state(store.engine, month) == MonthState.CLOSED
     rules = stored_rules(store.engine)
-    document = _answer(store, span, rules.ruleset, WatchParams.from_settings(settings))
-    snapshot = record_watch(store.engine, document, actor, closed)
+    document, daily = _answer(store, span, rules.ruleset, WatchParams.from_settings(settings))
+    snapshot = record_watch(store.engine, document, actor, closed, daily)
     return Watched(document, closed, snapshot)
 
 
-def _answer(store: Store, span: Span, ruleset: RuleSet, params: WatchParams) -> dict[str, Any]:
-    """The contract's document (empty, with a ``no_data`` warning, before any cost data)."""
+def _answer(
+    store: Store, span: Span, ruleset: RuleSet, params: WatchParams
+) -> tuple[dict[str, Any], pd.DataFrame | None]:
+    """The contract's document (empty, with a ``no_data`` warning, before any cost data) and
+    the daily figures it was scored on (None before any cost data), which the run keeps for
+    the pages' daily chart (:mod:`tenantcost.store.watch_daily`)."""
     head = _head(span, ruleset.currency)
     costs = stored_costs(store, Period(span.first, span.cutoff), tag_batches=True)
     in_month = costs[costs["window_start"] >= span.month.start]
@@ -277,7 +281,7 @@ def _answer(store: Store, span: Span, ruleset: RuleSet, params: WatchParams) -> 
             "anomalies": [],
             "rule_changes": [],
             "warnings": [_warning(None, span.month.start, WarningKind.NO_DATA, detail)],
-        }
+        }, None
     period = Period(costs["window_start"].min(), costs["window_end"].max())
     con = connect()
     sink = DailySink(con, ruleset)
@@ -293,8 +297,9 @@ def _answer(store: Store, span: Span, ruleset: RuleSet, params: WatchParams) -> 
     clients = _clients(span, sink, _budgets(store.engine, head["month"]), in_month)
     month_level = _month_warnings(span, in_month, cost_days, allocation.unbilled)
     warnings = [*month_level, *_gap_warnings(gaps)]
-    return {**head, "clients": clients, "anomalies": scored.anomaly_records(),
-            "rule_changes": changes, "warnings": warnings}  # fmt: skip
+    document = {**head, "clients": clients, "anomalies": scored.anomaly_records(),
+                "rule_changes": changes, "warnings": warnings}  # fmt: skip
+    return document, daily
 
 
 def _head(span: Span, currency: str) -> dict[str, Any]:

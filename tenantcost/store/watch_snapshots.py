@@ -25,6 +25,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+import pandas as pd
 from sqlalchemy import BigInteger, Connection, Engine, case, cast, func, insert, select
 
 from tenantcost.store.connection import connected
@@ -49,8 +50,16 @@ class Snapshot:
     document: dict[str, Any]
 
 
-def record_watch(engine: Engine, document: dict[str, Any], actor: str, month_closed: bool) -> int:
-    """Record one watch answer (the JSON contract's document); its snapshot id."""
+def record_watch(
+    engine: Engine,
+    document: dict[str, Any],
+    actor: str,
+    month_closed: bool,
+    daily: pd.DataFrame | None = None,
+) -> int:
+    """Record one watch answer (the JSON contract's document); its snapshot id. ``daily``:
+    the watch's daily figures, kept per client and summed (:mod:`tenantcost.store.
+    watch_daily`) in the same transaction."""
     clients = document.get("clients", [])
     per_client: dict[str, dict[str, list[Any]]] = {
         str(c["client"]): {name: [] for name in CLIENT_LISTS} for c in clients
@@ -69,6 +78,11 @@ def record_watch(engine: Engine, document: dict[str, Any], actor: str, month_clo
         rows = [_entry_row(snapshot_id, c, per_client[str(c["client"])]) for c in clients]
         if rows:
             connection.execute(insert(table(WatchEntry)), rows)
+        if daily is not None:
+            from tenantcost.store.watch_daily import insert_daily
+
+            anomalies = list(document.get("anomalies", []))
+            insert_daily(connection, snapshot_id, daily, document["month"], anomalies)
     return snapshot_id
 
 
@@ -267,3 +281,51 @@ def anomaly_total(bind: Connection | Engine, snapshot_id: int) -> tuple[int, int
     with connected(bind) as connection:
         found, clients = connection.execute(query).one()
     return int(found), int(clients)
+
+
+def _budget_part(bind: Connection | Engine, entry: Any, name: str) -> Any:
+    """A part of the band (``low``, ``expected``, ``high``) read from an entry's JSON in SQL."""
+    if bind.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import JSONB
+
+        return cast(func.jsonb_extract_path_text(cast(entry, JSONB), "budget", name), BigInteger)
+    return cast(func.json_extract(entry, f"$.budget.{name}"), BigInteger)
+
+
+@dataclass(frozen=True)
+class WatchTotals:
+    """A watch run summed over its clients (micro-units): every client's month to date and
+    projection, and the same of the clients with a budget beside their bands' sums, so the
+    month's projection is compared with a band of the same clients."""
+
+    clients: int
+    month_to_date: int
+    projected: int
+    budgeted: int
+    budgeted_month_to_date: int
+    budgeted_projected: int
+    low: int
+    expected: int
+    high: int
+
+
+def watch_totals(bind: Connection | Engine, snapshot_id: int) -> WatchTotals:
+    """:class:`WatchTotals` of a run, in one query (10,000 clients are summed in SQL)."""
+    t = table(WatchEntry)
+    low, expected, high = (_budget_part(bind, t.c.entry, n) for n in ("low", "expected", "high"))
+    has = expected.is_not(None)
+
+    def total(value: Any) -> Any:
+        return func.coalesce(func.sum(value), 0)
+
+    def budgeted(value: Any) -> Any:
+        return total(case((has, value), else_=0))
+
+    query = select(
+        func.count(), total(t.c.month_to_date), total(t.c.projected),
+        total(case((has, 1), else_=0)), budgeted(t.c.month_to_date), budgeted(t.c.projected),
+        budgeted(low), budgeted(expected), budgeted(high),
+    ).where(t.c.snapshot_id == snapshot_id)  # fmt: skip
+    with connected(bind) as connection:
+        row = connection.execute(query).one()
+    return WatchTotals(*(int(v) for v in row))

@@ -9,7 +9,9 @@ of the default method as decimal strings with 6 places, rounded half-even, null 
 method; ``last`` and the band null for ``no_history``).
 
 CSV: ``client, low, expected, high, method`` with exact decimal amounts in currency units;
-a ``no_history`` client has empty amounts (``budget load`` skips exactly those rows).
+a ``no_history`` client has empty amounts (``budget load`` skips exactly those rows); a client
+id a spreadsheet would run as a formula gets a leading ``'`` (:mod:`tenantcost.csv_cells`),
+which ``budget load`` removes.
 Documents are built column-wise from the plan frame, never by a loop over clients.
 """
 
@@ -26,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from tenantcost.budget import Growth
+from tenantcost.csv_cells import neutralised
 from tenantcost.money import micros_to_decimal_strings
 from tenantcost.writers.json_output import money_header
 from tenantcost.writers.text import money, render_table
@@ -89,7 +92,8 @@ def plan_csv(plan: pd.DataFrame) -> str:
         out[column] = text.where(present, "")
     out["method"] = plan["method"]
     buffer = io.StringIO()
-    out.to_csv(buffer, index=False, lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
+    safe = neutralised(out, decimals=("low", "expected", "high"))
+    safe.to_csv(buffer, index=False, lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
     return buffer.getvalue()
 
 

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from tenantcost import __version__
+from tenantcost.csv_cells import neutralised
 from tenantcost.economics import REQUESTS, Economics, Projection
 from tenantcost.errors import warn
 from tenantcost.money import micros_to_decimal_strings
@@ -404,12 +405,17 @@ def _decimal(frame: pd.DataFrame, column: str, present: Any = None) -> pd.Series
     return text_values
 
 
+CLIENT_AMOUNTS = ("cost", "residual_share", "all_in_cost", "revenue", "margin")
+"""The client CSV's amounts, each an exact decimal beside its micro-units."""
+
+
 def clients_frame(economics: Economics) -> pd.DataFrame:
-    """One CSV row per client: exact decimals and micro-units side by side."""
+    """One CSV row per client: exact decimals and micro-units side by side, text cells
+    neutralised for spreadsheets (:mod:`tenantcost.csv_cells`)."""
     c = economics.clients.sort_values("client", kind="mergesort")
     has = c["has_revenue"].to_numpy()
     out = c[["client", "name", "plan", "segment", "account_manager", "in_catalog"]].copy()
-    for column in ("cost", "residual_share", "all_in_cost", "revenue", "margin"):
+    for column in CLIENT_AMOUNTS:
         present = has if column in ("revenue", "margin") else None
         out[column] = _decimal(c, column, present)
         out[f"{column}_micros"] = pd.array(_ints(c[column], present).tolist(), dtype="Int64")
@@ -417,14 +423,19 @@ def clients_frame(economics: Economics) -> pd.DataFrame:
     out["under_margin_floor"] = c["under_margin_floor"]
     out[REQUESTS] = c[REQUESTS]
     out["currency"] = economics.costs.currency
-    return out.reset_index(drop=True)
+    return neutralised(out.reset_index(drop=True), decimals=CLIENT_AMOUNTS)
 
 
 def groups_frame(economics: Economics) -> pd.DataFrame:
-    """One CSV row per plan (segment), amounts in micro-units."""
+    """One CSV row per plan (segment), amounts in micro-units, text cells neutralised."""
     g = economics.groups.rename(columns={"group": str(economics.policy.by)})
     g = g.drop(columns=["has_revenue"]).assign(currency=economics.costs.currency)
-    return g
+    return neutralised(g)
+
+
+def unit_costs_frame(economics: Economics) -> pd.DataFrame:
+    """One CSV row per unit cost (group or client, source and key), text cells neutralised."""
+    return neutralised(economics.unit_costs)
 
 
 def warn_partial(economics: Economics) -> None:

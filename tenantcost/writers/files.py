@@ -2,6 +2,8 @@
 
 CSV amounts carry both an exact decimal (``amount``, in currency units) and the integer
 micro-units (``amount_micros``) so spreadsheets and scripts read them without float drift.
+Text cells that a spreadsheet would run as a formula get a leading ``'``
+(:mod:`tenantcost.csv_cells`); ``amount`` is a number and is written as it is.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tenantcost.csv_cells import neutralised
 from tenantcost.errors import InputError
 from tenantcost.kinds import Detail
 from tenantcost.money import micros_to_decimal_strings
@@ -29,6 +32,12 @@ def with_decimal_amount(frame: pd.DataFrame) -> pd.DataFrame:
         micros_to_decimal_strings(out["amount_micros"]),
     )
     return out
+
+
+def csv_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """A result table as its CSV shows it: the exact decimal ``amount`` beside
+    ``amount_micros``, and text cells neutralised for spreadsheets."""
+    return neutralised(with_decimal_amount(frame), decimals=("amount",))
 
 
 def prepare_out_dir(out: Path) -> None:
@@ -52,7 +61,7 @@ def write_outputs(result: AllocationResult, out: Path) -> list[Path]:
 
     def csv(name: str, frame: pd.DataFrame) -> None:
         path = out / name
-        with_decimal_amount(frame).to_csv(path, index=False, date_format=ISO_Z_FORMAT)
+        csv_frame(frame).to_csv(path, index=False, date_format=ISO_Z_FORMAT)
         written.append(path)
 
     csv("clients.csv", result.client_totals().assign(currency=result.currency))

@@ -592,7 +592,9 @@ def to_arrow(frame: pd.DataFrame) -> pa.Table:
 
 
 def to_csv_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """The export with exact decimal strings and ISO 8601 UTC times, for CSV."""
+    """The export with exact decimal strings and ISO 8601 UTC times, for CSV. Text cells are
+    written as they are, unlike every other CSV's (:mod:`tenantcost.csv_cells`): FinOps tools
+    read this file, and a FOCUS value must be exact."""
     out = frame.copy()
     for col in DECIMAL_COLUMNS:
         out[col] = micros_to_decimal_strings(frame[col])

@@ -78,18 +78,23 @@ def cost_chart(
     groups: list[dict[str, Any]], by: str, currency: str, chart_id: str = "pricing-cost"
 ) -> str:
     """Mean all-in cost per client of each group (bar), the mean attributed cost inside it
-    (darker bar): what a client of the plan costs, with and without its residual share."""
+    (darker bar): what a client of the plan costs, with and without its residual share. A
+    plan of the catalog with no client with a figure in the month has no mean: it says so."""
     height = _height(groups)
-    top = max([int(g["all_in_cost_per_client"]["mean"]) for g in groups] + [1])
+    means = [g["all_in_cost_per_client"]["mean"] for g in groups]
+    top = max([int(m) for m in means if m is not None] + [1])
     per = (WIDTH - LEFT - RIGHT) / top
     bars = []
     for i, g in enumerate(groups):  # one bar per plan: a handful
         y = TOP + i * STEP
+        bars.append(f'<text x="{LEFT - 6}" y="{y + BAR / 2 + 4:.1f}" text-anchor="end">'
+                    f"{_label(g[by])}</text>")  # fmt: skip
+        if means[i] is None or g["cost_per_client"]["mean"] is None:
+            bars.append(f'<text x="{LEFT + 4}" y="{y + BAR / 2 + 4:.1f}">no client figure</text>')
+            continue
         all_in = int(g["all_in_cost_per_client"]["mean"])
         cost = int(g["cost_per_client"]["mean"])
         bars.append(
-            f'<text x="{LEFT - 6}" y="{y + BAR / 2 + 4:.1f}" text-anchor="end">'
-            f"{_label(g[by])}</text>"
             f'<rect class="bar all-in" x="{LEFT}" y="{y}" width="{all_in * per:.1f}" '
             f'height="{BAR}" fill="#9db7d5"><title>all-in {all_in / MICROS_PER_UNIT:,.6f} '
             f"{escape(currency)}</title></rect>"

@@ -91,7 +91,11 @@ def invoice_table(invoice: dict[str, Any]) -> str:
     rows: list[list[str]] = []
     subtotal_after = _last_in_scope(invoice["lines"])
     for i, line in enumerate(invoice["lines"]):
-        rows.append([str(line["part"]), str(line["name"]), money(int(line["amount"]))])
+        name = str(line["name"])
+        if line.get("hours") is not None:  # billed without cost data: its hours
+            to_clients = money(int(line.get("to_clients", 0)))
+            name += f" ({int(line['hours'])} h; {to_clients} charged to clients)"
+        rows.append([str(line["part"]), name, money(int(line["amount"]))])
         if i == subtotal_after:
             rows.append(["=", "effective cost in scope", money(int(invoice["effective_in_scope"]))])
     for inv in invoice["invoices"]:

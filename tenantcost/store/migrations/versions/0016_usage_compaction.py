@@ -39,11 +39,13 @@ def upgrade() -> None:
         sa.Column("status", sa.String(length=16), nullable=False),
         sa.Column("created_at", UTC, nullable=False),
         sa.Column("ended_at", UTC, nullable=True),
-        sa.CheckConstraint("status IN ('active', 'superseded', 'invalid')",
-                           name="ck_usage_compaction_status"),
+        sa.CheckConstraint(
+            "status IN ('active', 'superseded', 'invalid')", name="ck_usage_compaction_status"
+        ),
         sa.CheckConstraint("rows >= 0", name="ck_usage_compaction_rows"),
-        sa.ForeignKeyConstraint(["upto_batch_id"], ["batch.id"],
-                                name="fk_usage_compaction_upto_batch_id_batch"),
+        sa.ForeignKeyConstraint(
+            ["upto_batch_id"], ["batch.id"], name="fk_usage_compaction_upto_batch_id_batch"
+        ),
         sa.PrimaryKeyConstraint("id", name="pk_usage_compaction"),
         sa.UniqueConstraint("uid", name="uq_usage_compaction_uid"),
     )

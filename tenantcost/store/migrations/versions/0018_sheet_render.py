@@ -34,8 +34,9 @@ def upgrade() -> None:
         sa.Column("body", sa.LargeBinary(), nullable=False),
         sa.Column("rendered_at", UTC, nullable=False),
         sa.ForeignKeyConstraint(["run_id"], ["run.id"], name="fk_sheet_render_run_id_run"),
-        sa.PrimaryKeyConstraint("run_id", "revision", "client", "format", "version",
-                                name="pk_sheet_render"),
+        sa.PrimaryKeyConstraint(
+            "run_id", "revision", "client", "format", "version", name="pk_sheet_render"
+        ),
     )
     op.create_table(
         "sheet_render_job",
