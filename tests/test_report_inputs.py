@@ -98,8 +98,10 @@ def test_rule_change_scenario_csv_and_parquet_dataset_give_identical_sheets(
     frame = usage_frame(tmp_path / "usage.csv")
     frame = frame.assign(date=frame["window_start"].dt.strftime("%Y-%m-%d"))
     frame.to_parquet(dataset, partition_cols=["date"], index=False)
-    from_csv = run_report(tmp_path / "csv", rules, tmp_path / "usage.csv", "--month", "2026-11")
-    from_parquet = run_report(tmp_path / "pq", rules, dataset, "--month", "2026-11")
+    # Finance's sheets (issue 36 §8): the confidence figures live in the internal view.
+    internal = ("--month", "2026-11", "--view", "internal")
+    from_csv = run_report(tmp_path / "csv", rules, tmp_path / "usage.csv", *internal)
+    from_parquet = run_report(tmp_path / "pq", rules, dataset, *internal)
     assert_same_pack(from_csv, from_parquet)
     acme = from_parquet["clients/acme.md"]
     assert "| 2026-10 restated under api-by-cpu | 0.42 |  |" in acme

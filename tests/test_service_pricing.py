@@ -255,7 +255,7 @@ def test_the_pricing_page_fits_a_phone_with_readable_charts(browser, served: Ser
             "t => parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a))"
         )
         assert smallest >= 11, (width, smallest)
-        assert page.locator("svg.chart").count() == 2
+        assert page.locator("svg.chart").count() == 3  # cost, margin, margin across months
         context.close()
     context, page = _log_in(browser, served, "account-manager", 390, "/clients")
     assert page.locator('nav a[href="/pricing"]').count() == 0  # no link to a page it may not open

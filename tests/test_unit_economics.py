@@ -518,9 +518,19 @@ def test_report_catalog_adds_the_finance_page_only(tmp_path):
     index = (tmp_path / "fin" / "index.html").read_text()
     assert '<a href="unit-economics.html">HTML</a>' in index
     assert "unit-economics" not in (tmp_path / "plain" / "index.html").read_text()
-    for sheet in (tmp_path / "fin" / "clients").iterdir():  # sheets are unchanged
+    names = {"client-a": "Acme Analytics", "client-b": "Bolt Imports", "client-c": "Cobalt Labs"}
+    for sheet in (tmp_path / "fin" / "clients").iterdir():
+        # The figures are unchanged; the catalog only names the client (issue 36 §8).
+        client, name = sheet.stem, names[sheet.stem]
         plain_sheet = (tmp_path / "plain" / "clients" / sheet.name).read_text()
-        expected_sheet = plain_sheet.replace(str(tmp_path / "plain"), str(tmp_path / "fin"))
+        expected_sheet = (
+            plain_sheet.replace(str(tmp_path / "plain"), str(tmp_path / "fin"))
+            .replace(f"<title>Cost sheet {client},", f"<title>Cost sheet {name} ({client}),")
+            .replace(f"<h1>Cost sheet: {client}</h1>", f"<h1>Cost sheet: {name} ({client})</h1>")
+            .replace(
+                f"<dd><strong>{client}</strong></dd>", f"<dd><strong>{client}</strong> ({name})</dd>"
+            )
+        )
         assert sheet.read_text() == expected_sheet
 
 

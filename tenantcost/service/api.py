@@ -788,7 +788,8 @@ def get_plan_margins(
             raise HTTPException(404, "no month to price yet: no run has been issued")
         month = str(shown[-1]["month"])
     with store_refusals():
-        found = plan_margins(engine, principal, month, months, GroupBy(by))
+        found = plan_margins(engine, request.app.state.store, principal, month, months,
+                             GroupBy(by))  # fmt: skip
     if found is None:
         raise HTTPException(404, f"no figures of the {months} months to {month} to price")
     if format == "csv":

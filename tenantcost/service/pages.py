@@ -542,7 +542,8 @@ def pricing_page(
                         "margin_svg": Markup(context["view"]["margin_svg"])}  # fmt: skip
     from tenantcost.service.plan_margins import DEFAULT_MONTHS, margins_section, plan_margins
 
-    found = plan_margins(engine, principal, month, DEFAULT_MONTHS, GroupBy(by))
+    found = plan_margins(engine, request.app.state.store, principal, month, DEFAULT_MONTHS,
+                         GroupBy(by))  # fmt: skip
     context["margins"] = margins_section(found, month)
     return render(request, "service/pricing.html", section="pricing", **context)
 

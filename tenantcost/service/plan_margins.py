@@ -29,6 +29,7 @@ from tenantcost.economics import Basis, GroupBy
 from tenantcost.service.figures import month_source
 from tenantcost.service.month_trend import month_window
 from tenantcost.service.permissions import Principal
+from tenantcost.store.data import Store
 from tenantcost.store.models import Run, table
 
 MAX_MONTHS = 36
@@ -66,12 +67,14 @@ class PlanMargins:
         return {"by": str(self.by), "money": money_header(self.currency), "months": months}
 
 
-def _month_rows(engine: Engine, principal: Principal, month: str, by: GroupBy) -> pd.DataFrame:
+def _month_rows(
+    engine: Engine, store: Store | None, principal: Principal, month: str, by: GroupBy
+) -> pd.DataFrame:
     from tenantcost.service.pricing import priced_month
     from tenantcost.windows import Period
 
     end = pd.Timestamp(Period.month(month).end)  # the basis, not the estimate, is used
-    priced = priced_month(engine, None, principal, month, by, end)
+    priced = priced_month(engine, store, principal, month, by, end)
     if priced is None:
         return pd.DataFrame()
     doc = priced.doc
@@ -94,9 +97,16 @@ def _month_rows(engine: Engine, principal: Principal, month: str, by: GroupBy) -
 
 
 def plan_margins(
-    engine: Engine, principal: Principal, month: str, months: int, by: GroupBy
+    engine: Engine,
+    store: Store | None,
+    principal: Principal,
+    month: str,
+    months: int,
+    by: GroupBy,
 ) -> PlanMargins | None:
-    """The margins of the ``months`` months ending at ``month`` (None: no month to show)."""
+    """The margins of the ``months`` months ending at ``month`` (None: no month to show).
+    ``store``: the Parquet store, so each month is the document the pricing page shows
+    (its requests included), computed once for both."""
     from tenantcost.service.memo import remembered
 
     window = month_window(month, months)
@@ -109,7 +119,7 @@ def plan_margins(
             engine,
             "plan_margins",
             (s.run_id, str(by)),
-            partial(_month_rows, engine, principal, s.month, by),
+            partial(_month_rows, engine, store, principal, s.month, by),
         )
         for s in sources
     ]  # fmt: skip  (at most 36 months, each priced once per store generation)

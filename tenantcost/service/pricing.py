@@ -83,7 +83,8 @@ def priced_month(
         doc = _document(engine, store, source, by, as_of)
     else:
         during = bool(as_of < period.end)
-        doc = remembered(engine, "priced_month", (source.run_id, str(by), during),
+        key = (source.run_id, str(by), during, store is not None)  # no store: no requests
+        doc = remembered(engine, "priced_month", key,
                          lambda: _document(engine, store, source, by, as_of))  # fmt: skip
         if during and doc["projection"] is not None:  # the kept projection, as of now
             from tenantcost.timefmt import iso_z
