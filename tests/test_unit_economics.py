@@ -527,9 +527,7 @@ def test_report_catalog_adds_the_finance_page_only(tmp_path):
             plain_sheet.replace(str(tmp_path / "plain"), str(tmp_path / "fin"))
             .replace(f"<title>Cost sheet {client},", f"<title>Cost sheet {name} ({client}),")
             .replace(f"<h1>Cost sheet: {client}</h1>", f"<h1>Cost sheet: {name} ({client})</h1>")
-            .replace(
-                f"<dd><strong>{client}</strong></dd>", f"<dd><strong>{client}</strong> ({name})</dd>"
-            )
+            .replace(f"<strong>{client}</strong></dd>", f"<strong>{client}</strong> ({name})</dd>")
         )
         assert sheet.read_text() == expected_sheet
 
