@@ -186,6 +186,29 @@ def test_the_bridge_is_explains_cached_per_pair_and_follows_a_restatement(
     engine.dispose()
 
 
+def test_run_caches_the_drafts_bridge_against_the_previous_issued_month(
+    store_url: str, tmp_path: Path
+):
+    """`run` of a reopened month caches its draft's bridge (the movers' and What changed's
+    parts), so no reader computes it; a month with no issued predecessor caches nothing."""
+    data = str(tmp_path / "data")
+    two_months(store_url, data)
+    engine = engine_for(store_url, data)
+    clear_cache(engine)
+    db = ["--db", store_url, "--data", data]
+    ok("reopen", "--month", "2026-10", "--reason", "a late cost", *db)
+    draft = json.loads(ok("run", "--month", "2026-10", "--format", "json", *db))["run_id"]
+    b, p = table(MonthBridge).c, previous_issued(engine, "2026-10")
+    assert p is not None and p.revision == 1
+    with engine.connect() as conn:
+        cached = conn.execute(select(b.run_id, b.previous_run_id)).all()
+    assert [tuple(map(str, row)) for row in cached] == [(draft, p.run_id)]
+    ok("reopen", "--month", "2026-09", "--reason", "a late cost", *db)
+    ok("run", "--month", "2026-09", *db)  # 2026-08 was never issued: nothing to compare
+    assert bridge_rows(engine) == 1
+    engine.dispose()
+
+
 # --------------------------------------------------------------------------- the service
 
 

@@ -55,6 +55,7 @@ def run_command(
     from tenantcost.cli.run import check_format
     from tenantcost.store.actor import os_actor
     from tenantcost.store.data import DataDir, Store
+    from tenantcost.store.month_bridge import cache_after_run
     from tenantcost.store.runs import run_month
     from tenantcost.store.schema import current_store
     from tenantcost.store.settings import resolve_settings
@@ -66,6 +67,11 @@ def run_command(
         store = Store(engine, DataDir(resolved.require_data()))
         done = run_month(store, month, key=key, actor=os_actor(), wait=wait,
                          allow_unbilled=allow_unbilled)  # fmt: skip
+        try:  # a cache: the run is recorded; the first reader computes what is not cached
+            cache_after_run(engine, month, done.run_id, store.data)  # the draft's movers
+        except Exception as exc:  # said, never fatal to the recorded run
+            typer.echo(f"warning: the month's bridge was not cached ({exc}); the first "
+                       "reader of its movers computes it", err=True)  # fmt: skip
     _print_run(done, fmt)
 
 
