@@ -49,11 +49,11 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         from tenantcost.service import prerender
-        from tenantcost.service.warm import price_in_background, warm_up
+        from tenantcost.service.warm import prepare_in_background, warm_up
 
         # before the first request: redaction, templates, the months' displayed figures
         warm_up(engine, getattr(_app.state, "page_env", None), _app.state.store)
-        price_in_background(engine, _app.state.store)  # the pricing page's documents
+        prepare_in_background(engine, _app.state.store)  # the latest month: pack, pricing
         watcher = prerender.start(engine)  # issued revisions' sheets, rendered once
         yield
         if watcher is not None:

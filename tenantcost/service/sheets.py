@@ -219,6 +219,11 @@ def _loaded(engine: Engine, source: MonthSource, data: DataDir | None) -> _Loade
         return loaded
 
 
+def prepare_pack(engine: Engine, source: MonthSource, data: DataDir | None) -> None:
+    """Load and keep the run's pack ahead of its first reader (:mod:`tenantcost.service.warm`)."""
+    _loaded(engine, source, data)
+
+
 def _load(engine: Engine, source: MonthSource, data: DataDir | None) -> _Loaded:
     from tenantcost.report.sheet import prepare
     from tenantcost.store.catalog import all_names

@@ -75,12 +75,14 @@ def _months(engine: Engine, store: Store | None) -> None:
         month_view(engine, str(latest), 1, store, 1)
 
 
-def price_in_background(engine: Engine, store: Store | None) -> None:
-    """Compute, in a thread once the worker serves, the pricing page's documents of the
-    latest month as product (issued) and finance (a draft) see it, and its margins across
-    months: about a second per month at 10,000 clients, so 12 months' margins took the
-    first pricing read 15 s. A reader arriving meanwhile waits for the same computation
-    (:func:`tenantcost.service.memo.remembered`) instead of repeating it."""
+def prepare_in_background(engine: Engine, store: Store | None) -> None:
+    """Compute, in a thread once the worker serves, what the first reads of the latest
+    month would compute, as product (issued) and finance (a draft) see it: the month's pack
+    (a statement's confidence grade, 2.8 s at 10,000 clients when its sheets are not
+    rendered yet), the pricing page's document and its margins across months (about a
+    second per month, so 12 months' margins took the first pricing read 15 s). A reader
+    arriving meanwhile waits for the same computation (:func:`tenantcost.service.memo.
+    remembered`, and the pack's own lock) instead of repeating it."""
     import threading
 
     threading.Thread(target=_price, args=(engine, store), name="warm-pricing",
@@ -91,10 +93,11 @@ def _price(engine: Engine, store: Store | None) -> None:
     import pandas as pd
 
     from tenantcost.economics import GroupBy
-    from tenantcost.service.figures import months_document
+    from tenantcost.service.figures import month_source, months_document
     from tenantcost.service.permissions import Principal, Role
     from tenantcost.service.plan_margins import DEFAULT_MONTHS, plan_margins
     from tenantcost.service.pricing import priced_month
+    from tenantcost.service.sheets import prepare_pack
 
     try:
         for role in (Role.PRODUCT, Role.FINANCE):
@@ -103,10 +106,13 @@ def _price(engine: Engine, store: Store | None) -> None:
             if not months:
                 continue
             month = str(months[-1]["month"])
+            source = month_source(engine, who, month)
+            if source is not None:  # a statement's confidence grade needs the month's pack
+                prepare_pack(engine, source, None if store is None else store.data)
             priced_month(engine, store, who, month, GroupBy.PLAN, pd.Timestamp.now(tz="UTC"))
             plan_margins(engine, store, who, month, DEFAULT_MONTHS, GroupBy.PLAN)
     except Exception:  # no catalog, a store not readable yet: the first reader answers it
         log.info("pricing not prepared", exc_info=True)
 
 
-__all__ = ["price_in_background", "warm_up"]
+__all__ = ["prepare_in_background", "warm_up"]
