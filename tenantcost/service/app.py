@@ -53,9 +53,10 @@ def create_app(settings: ServiceSettings) -> FastAPI:
 
         # before the first request: redaction, templates, the months' displayed figures
         warm_up(engine, getattr(_app.state, "page_env", None), _app.state.store)
-        prepare_in_background(engine, _app.state.store)  # the latest month: pack, pricing
+        preparer = prepare_in_background(engine, _app.state.store)  # the latest month
         watcher = prerender.start(engine)  # issued revisions' sheets, rendered once
         yield
+        preparer.stop()
         if watcher is not None:
             watcher.stop()
         engine.dispose()

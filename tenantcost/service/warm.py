@@ -18,6 +18,8 @@ month's finance page (cascade, key table, usage totals), whose first read took a
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterator
+from functools import partial
 
 import jinja2
 from sqlalchemy import Engine, func, select
@@ -75,21 +77,36 @@ def _months(engine: Engine, store: Store | None) -> None:
         month_view(engine, str(latest), 1, store, 1)
 
 
-def prepare_in_background(engine: Engine, store: Store | None) -> None:
-    """Compute, in a thread once the worker serves, what the first reads of the latest
-    month would compute, as product (issued) and finance (a draft) see it: the month's pack
-    (a statement's confidence grade, 2.8 s at 10,000 clients when its sheets are not
-    rendered yet), the pricing page's document and its margins across months (about a
-    second per month, so 12 months' margins took the first pricing read 15 s). A reader
-    arriving meanwhile waits for the same computation (:func:`tenantcost.service.memo.
-    remembered`, and the pack's own lock) instead of repeating it."""
-    import threading
+class Preparer:
+    """The thread of :func:`prepare_in_background`; :meth:`stop` makes it end after its
+    current step and waits for it, so a worker shuts down (and ``serve --demo`` removes its
+    store) only once nothing reads the store any more."""
 
-    threading.Thread(target=_price, args=(engine, store), name="warm-pricing",
-                     daemon=True).start()  # fmt: skip
+    def __init__(self, engine: Engine, store: Store | None) -> None:
+        import threading
+
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(engine, store),
+                                        name="warm-prepare", daemon=True)  # fmt: skip
+        self._thread.start()
+
+    def stop(self, timeout: float = 60.0) -> None:
+        self._stopping.set()
+        self._thread.join(timeout)
+
+    def _run(self, engine: Engine, store: Store | None) -> None:
+        try:
+            for step in _steps(engine, store):
+                if self._stopping.is_set():
+                    return
+                step()
+        except Exception:  # no catalog, a store not readable yet: the first reader answers it
+            log.info("the latest month was not prepared", exc_info=True)
 
 
-def _price(engine: Engine, store: Store | None) -> None:
+def _steps(engine: Engine, store: Store | None) -> Iterator[Callable[[], object]]:
+    """For product (issued) and finance (a draft): the latest month's pack (a statement's
+    confidence needs it), then the pricing page's document and its margins across months."""
     import pandas as pd
 
     from tenantcost.economics import GroupBy
@@ -99,20 +116,30 @@ def _price(engine: Engine, store: Store | None) -> None:
     from tenantcost.service.pricing import priced_month
     from tenantcost.service.sheets import prepare_pack
 
-    try:
-        for role in (Role.PRODUCT, Role.FINANCE):
-            who = Principal("warm-up", role)
-            months = months_document(engine, who)
-            if not months:
-                continue
-            month = str(months[-1]["month"])
-            source = month_source(engine, who, month)
-            if source is not None:  # a statement's confidence grade needs the month's pack
-                prepare_pack(engine, source, None if store is None else store.data)
-            priced_month(engine, store, who, month, GroupBy.PLAN, pd.Timestamp.now(tz="UTC"))
-            plan_margins(engine, store, who, month, DEFAULT_MONTHS, GroupBy.PLAN)
-    except Exception:  # no catalog, a store not readable yet: the first reader answers it
-        log.info("pricing not prepared", exc_info=True)
+    data = None if store is None else store.data
+    for role in (Role.PRODUCT, Role.FINANCE):
+        who = Principal("warm-up", role)
+        months = months_document(engine, who)
+        if not months:
+            continue
+        month = str(months[-1]["month"])
+        source = month_source(engine, who, month)
+        if source is not None:
+            yield partial(prepare_pack, engine, source, data)
+        now = pd.Timestamp.now(tz="UTC")
+        yield partial(priced_month, engine, store, who, month, GroupBy.PLAN, now)
+        yield partial(plan_margins, engine, store, who, month, DEFAULT_MONTHS, GroupBy.PLAN)
 
 
-__all__ = ["prepare_in_background", "warm_up"]
+def prepare_in_background(engine: Engine, store: Store | None) -> Preparer:
+    """Compute, in a thread once the worker serves, what the first reads of the latest
+    month would compute, as product (issued) and finance (a draft) see it: the month's pack
+    (a statement's confidence grade, 2.8 s at 10,000 clients when its sheets are not
+    rendered yet), the pricing page's document and its margins across months (about a
+    second per month, so 12 months' margins took the first pricing read 15 s). A reader
+    arriving meanwhile waits for the same computation (:func:`tenantcost.service.memo.
+    remembered`, and the pack's own lock) instead of repeating it."""
+    return Preparer(engine, store)
+
+
+__all__ = ["Preparer", "prepare_in_background", "warm_up"]
