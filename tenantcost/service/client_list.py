@@ -23,15 +23,18 @@ The rows (one per client with a figure in the month or in the previous one):
   instead, when the watch has the client; ``null`` without a figure in the month.
 
 Filters (``plan``, ``segment``, ``manager``: exact catalog values; ``q``: part of the id or
-the catalog name, any case), the sort (:class:`SortField`, nulls last, ties by id), the
-count and the totals run in SQL, on SQLite and PostgreSQL alike (text sorts by code point,
-``COLLATE "C"`` on PostgreSQL, so both give one order): 10,000 clients × 12 months stay one
-scan of a month's statements, never a loop per client. An account manager's scope is a
-``WHERE client IN (...)`` of its own clients, so neither a row nor a catalog value of another
-client (a plan, a manager's name) reaches it. Finance and admin also list the clients known
-from usage alone (:mod:`tenantcost.service.usage_clients`: no figure, ``statement`` false);
-while there are any, the matching rows are merged and sorted with them in pandas by the same
-rule (:func:`_sorted`).
+the catalog name, any case), the sort (:class:`SortField`, nulls last, ties by id, text by
+code point), the count and the totals apply to the month's rows, which come from one SQL
+query (a ``UNION ALL`` of the two months' figures, joined to the catalog, the budget band and
+the watch's projection) on SQLite and PostgreSQL alike. That query's frame is kept per pair
+of runs, reader scope and store generation (:mod:`tenantcost.service.memo`), and each
+request filters, sorts and pages it with vectorised pandas. With 8 readers on 2 cores, one
+SQL scan with window functions per request (70 ms alone) made the list's p95 0.4–0.9 s at
+10,000 clients; a kept frame of 10,000 rows sorts in milliseconds. An account manager's
+scope is a ``WHERE client IN (...)`` of its own clients in that query, so neither a row nor
+a catalog value of another client (a plan, a manager's name) reaches it. Finance and admin
+also list the clients known from usage alone (:mod:`tenantcost.service.usage_clients`: no
+figure, ``statement`` false), merged and sorted with them by the same rule (:func:`_sorted`).
 """
 
 from __future__ import annotations
@@ -325,39 +328,38 @@ def _ratio(engine: Engine, change: Any, prior: Any) -> Any:
     return func.round(fraction, RATIO_PLACES)
 
 
-def _contains(column: Any, q: str) -> Any:
-    """``column`` contains ``q``, in any case (``%`` and ``_`` match themselves)."""
-    escaped = q.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return func.lower(func.coalesce(column, "")).like(f"%{escaped}%", escape="\\")
+def _month_rows(
+    engine: Engine, principal: Principal, source: MonthSource, previous: MonthSource | None
+) -> pd.DataFrame:
+    """Every row of the month in the reader's scope (:func:`_rows`), typed, one SQL query
+    kept per pair of runs, scope and store generation (do not mutate)."""
+    from tenantcost.service.memo import remembered
+
+    def load() -> pd.DataFrame:
+        query = _rows(engine, principal, source, previous)
+        with engine.connect() as connection:
+            result = connection.execute(query)
+            frame = pd.DataFrame(result.all(), columns=list(result.keys()))
+        return _typed(frame.assign(statement=True)) if not frame.empty else _empty()
+
+    scope = client_scope(principal)
+    return remembered(engine, "client_rows", (source, previous, scope), load)
 
 
-def _sort_key(engine: Engine, rows: Any, field: SortField) -> Any:
-    column = rows.c[field.value]
-    if field is SortField.BUDGET_STATUS:
-        return case(BUDGET_RANK, value=column, else_=None)
-    if field in TEXT_FIELDS and engine.dialect.name == "postgresql":
-        return column.collate("C")  # by code point, as SQLite's BINARY
-    return column
-
-
-def _matching(engine: Engine, principal: Principal, query: ListQuery, source: MonthSource,
-              previous: MonthSource | None) -> Any:  # fmt: skip
-    rows = _rows(engine, principal, source, previous).subquery()
-    selected = select(rows)
+def _filtered(frame: pd.DataFrame, query: ListQuery) -> pd.DataFrame:
+    """The rows ``query``'s search and filters keep: ``q`` in the id or the catalog name in
+    any case, ``plan``, ``segment`` and ``manager`` exactly."""
+    keep = pd.Series(True, index=frame.index)
     if query.q:
-        selected = selected.where(_contains(rows.c.id, query.q) | _contains(rows.c.name, query.q))
+        wanted = query.q.lower()
+        keep &= frame["id"].str.lower().str.contains(wanted, regex=False) | frame[
+            "name"
+        ].fillna("").astype(str).str.lower().str.contains(wanted, regex=False)
     for field, value in (("plan", query.plan), ("segment", query.segment),
                          ("account_manager", query.manager)):  # fmt: skip
         if value:
-            selected = selected.where(rows.c[field] == value)
-    return selected.subquery()
-
-
-def _ordered(engine: Engine, rows: Any, query: ListQuery) -> list[Any]:
-    key = _sort_key(engine, rows, query.sort)
-    direction = key.desc() if query.order is SortOrder.DESC else key.asc()
-    tie = _sort_key(engine, rows, SortField.ID)
-    return [key.is_(None), direction, tie]
+            keep &= frame[field] == value
+    return frame[keep]
 
 
 def client_list(
@@ -374,41 +376,24 @@ def client_list(
     month = query.month or latest_month(engine, principal)
     usage_only = usage_only_clients(engine, store) if sees_usage_clients(principal) else ()
     source = None if month is None else month_source(engine, principal, month)
-    frame, total, totals, currency, before = _empty(), 0, _no_totals(), None, None
+    frame, totals, currency, before = _empty(), _no_totals(), None, None
     run_ids: tuple[str | None, str | None] = (None, None)
     if month is not None and source is not None:
         before = previous_month(month)
         previous = month_source(engine, principal, before)
         run_ids = (source.run_id, None if previous is None else previous.run_id)
-        matching = _matching(engine, principal, query, source, previous)
-        aggregate = select(func.count(), *(func.sum(matching.c[a]) for a in AMOUNTS))
-        over = [func.count().over().label("_count"),
-                *(func.sum(matching.c[a]).over().label(f"_{a}") for a in AMOUNTS)]  # fmt: skip
-        listed = select(matching, *over).order_by(*_ordered(engine, matching, query))
-        if paged and not usage_only:
-            listed = listed.limit(query.per_page).offset((query.page - 1) * query.per_page)
+        frame = _filtered(_month_rows(engine, principal, source, previous), query)
+        totals = {a: int(frame[a].sum()) for a in AMOUNTS}  # NULLs skipped, as SQL's SUM
         r = table(Run).c
         with engine.connect() as connection:
-            result = connection.execute(listed)  # the count and totals in the same scan
-            frame = pd.DataFrame(result.all(), columns=list(result.keys()))
-            if frame.empty:  # a page past the end: count alone
-                counted = tuple(connection.execute(aggregate).one())
-            else:
-                counted = tuple(frame.iloc[0][["_count", *(f"_{a}" for a in AMOUNTS)]])
             currency = connection.execute(select(r.currency).where(r.id == source.run_id)).scalar()
-        frame = frame.drop(columns=["_count", *(f"_{a}" for a in AMOUNTS)])
-        total = int(counted[0])
-        totals = {
-            a: int(v) if pd.notna(v) else 0 for a, v in zip(AMOUNTS, counted[1:], strict=True)
-        }
-        frame = _typed(frame.assign(statement=True))
     if usage_only:
-        extra = _usage_rows(engine, usage_only, query)
-        frame = _sorted(pd.concat([frame, extra], ignore_index=True), query)
-        total += len(extra)
-        if paged:
-            start = (query.page - 1) * query.per_page
-            frame = frame.iloc[start : start + query.per_page].reset_index(drop=True)
+        frame = pd.concat([frame, _usage_rows(engine, usage_only, query)], ignore_index=True)
+    frame = _sorted(frame, query)
+    total = len(frame)
+    if paged:
+        start = (query.page - 1) * query.per_page
+        frame = frame.iloc[start : start + query.per_page].reset_index(drop=True)
     return ClientList(month, before, None if currency is None else str(currency), frame, total,
                       totals, *run_ids)  # fmt: skip
 
@@ -457,7 +442,7 @@ def _usage_rows(engine: Engine, clients: tuple[str, ...], query: ListQuery) -> p
 
 
 def _sorted(frame: pd.DataFrame, query: ListQuery) -> pd.DataFrame:
-    """The SQL order in pandas (nulls last, ties by id), for the merge with usage-only rows."""
+    """The order the reader asked for (nulls last, ties by id, text by code point)."""
     column = frame[query.sort.value]
     if query.sort is SortField.BUDGET_STATUS:
         column = column.map(BUDGET_RANK)
