@@ -113,8 +113,6 @@ DEFAULT_ORDER = SortOrder.DESC
 FIELDS = tuple(f.value for f in SortField)
 """An item's fields, in order (and the CSV's columns)."""
 AMOUNTS = ("amount", "previous_amount", "change")
-TEXT_FIELDS = frozenset({SortField.ID, SortField.NAME, SortField.PLAN, SortField.SEGMENT,
-                         SortField.ACCOUNT_MANAGER, SortField.STATUS})  # fmt: skip
 NUMERIC_FIELDS = frozenset({SortField.AMOUNT, SortField.PREVIOUS_AMOUNT, SortField.CHANGE,
                             SortField.CHANGE_PCT})  # fmt: skip
 BUDGET_RANK = {BudgetStatus.ABOVE.value: 0, BudgetStatus.BELOW.value: 1,
@@ -376,20 +374,20 @@ def client_list(
     month = query.month or latest_month(engine, principal)
     usage_only = usage_only_clients(engine, store) if sees_usage_clients(principal) else ()
     source = None if month is None else month_source(engine, principal, month)
-    frame, totals, currency, before = _empty(), _no_totals(), None, None
+    frame, currency, before = _empty(), None, None
     run_ids: tuple[str | None, str | None] = (None, None)
     if month is not None and source is not None:
         before = previous_month(month)
         previous = month_source(engine, principal, before)
         run_ids = (source.run_id, None if previous is None else previous.run_id)
-        frame = _filtered(_month_rows(engine, principal, source, previous), query)
-        totals = {a: int(frame[a].sum()) for a in AMOUNTS}  # NULLs skipped, as SQL's SUM
+        frame = _month_rows(engine, principal, source, previous)
         r = table(Run).c
         with engine.connect() as connection:
             currency = connection.execute(select(r.currency).where(r.id == source.run_id)).scalar()
     if usage_only:
-        frame = pd.concat([frame, _usage_rows(engine, usage_only, query)], ignore_index=True)
-    frame = _sorted(frame, query)
+        frame = pd.concat([frame, _usage_rows(engine, usage_only)], ignore_index=True)
+    frame = _sorted(_filtered(frame, query), query)
+    totals = {a: int(frame[a].sum()) for a in AMOUNTS}  # NULLs skipped, as SQL's SUM
     total = len(frame)
     if paged:
         start = (query.page - 1) * query.per_page
@@ -400,10 +398,6 @@ def client_list(
 
 def _empty() -> pd.DataFrame:
     return _typed(pd.DataFrame({f: [] for f in (*FIELDS, "statement")}))
-
-
-def _no_totals() -> dict[str, int]:
-    return dict.fromkeys(AMOUNTS, 0)
 
 
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:
@@ -418,24 +412,14 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _usage_rows(engine: Engine, clients: tuple[str, ...], query: ListQuery) -> pd.DataFrame:
-    """The clients of usage alone as rows (catalog fields, no figure), filtered as asked."""
+def _usage_rows(engine: Engine, clients: tuple[str, ...]) -> pd.DataFrame:
+    """The clients of usage alone as rows (catalog fields, no figure)."""
     with engine.connect() as connection:
         result = connection.execute(_catalog())
         catalog = pd.DataFrame(result.all(), columns=list(result.keys()))
     rows = pd.DataFrame({"id": list(clients)}).merge(
         catalog.rename(columns={"client": "id"}), on="id", how="left"
     )
-    if query.q:
-        wanted = query.q.lower()
-        hit = rows["id"].str.lower().str.contains(wanted, regex=False) | rows["name"].fillna(
-            ""
-        ).astype(str).str.lower().str.contains(wanted, regex=False)
-        rows = rows[hit]
-    for field, value in (("plan", query.plan), ("segment", query.segment),
-                         ("account_manager", query.manager)):  # fmt: skip
-        if value:
-            rows = rows[rows[field] == value]
     rows = rows.assign(status=None, amount=pd.NA, previous_amount=pd.NA, change=pd.NA,
                        change_pct=np.nan, budget_status=None, statement=False)  # fmt: skip
     return _typed(rows[[*FIELDS, "statement"]].reset_index(drop=True))

@@ -43,10 +43,9 @@ def remembered(
 ) -> T:
     """``compute()``, or what it gave for the same ``name`` and ``args`` in this store
     generation (requests arriving together wait for one computation; a computation must not
-    ask for its own key). ``version``: what
-    the value depends on, when that is narrower than the whole store's generation (one query
-    too), so writes elsewhere in the store keep it (a closed month's usage totals are kept
-    while the open month's usage streams in)."""
+    ask for its own key). ``version``: what the value depends on, when that is narrower than
+    the whole store's generation (one query too), so writes elsewhere in the store keep it
+    (a closed month's usage totals are kept while the open month's usage streams in)."""
     stamp = version() if version is not None else store_generation(engine)
     key = (id(engine), name, args, stamp)
     found, value = _lookup(key)

@@ -11,8 +11,8 @@ and main parts are :mod:`tenantcost.movers`' (pure).
   account manager's movers are among its own clients only, so no other client's id, name or
   figure can reach it (the exception to the month routes' cluster-wide 403 is
   :attr:`~tenantcost.service.permissions.Action.VIEW_MOVERS`).
-* The main parts come from the month's cached bridge (computed once per pair of runs, at
-  close or by the first reader), read for the chosen clients only.
+* The main parts come from the month's cached bridge (computed once per pair of runs, by
+  ``close`` and ``run``, or else by the first reader), read for the chosen clients only.
 * Without an issued previous month there is nothing to compare with: ``previous_month`` is
   ``null`` and both lists are empty.
 """
@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Engine, case, func, select
 
+from tenantcost.money import micros_to_decimal_string
 from tenantcost.movers import PART_COLUMNS, Movers, movers
 from tenantcost.service.figures import MonthSource, month_source, reader_text
 from tenantcost.service.permissions import Principal, client_scope
@@ -141,17 +142,7 @@ def _month_movers(
     previous = previous_issued(engine, month)
     if previous is None:
         return MonthMovers(source, None, currency, None, {}, {})
-    if client_scope(principal) is None:  # every client: 10,000 rows read once per generation
-        from tenantcost.service.memo import remembered
-
-        amounts = remembered(
-            engine,
-            "movers_amounts",
-            (source.run_id, previous.run_id),
-            lambda: _amounts(engine, principal, source.run_id, previous.run_id),
-        )
-    else:
-        amounts = _amounts(engine, principal, source.run_id, previous.run_id)
+    amounts = _amounts(engine, principal, source.run_id, previous.run_id)
     up, down = _rank(amounts, limit)
     clients = sorted(set(up) | set(down))
     parts = _parts(engine, source.run_id, previous, clients, data)
@@ -229,8 +220,9 @@ class MoverRow:
 
         self.client, self.name = str(item["client"]), item["name"]
         self.href = client_href(self.client)
-        self.previous, self.amount = _decimal(item["previous_amount"]), _decimal(item["amount"])
-        change = _decimal(item["change"])
+        self.previous = micros_to_decimal_string(item["previous_amount"])
+        self.amount = micros_to_decimal_string(item["amount"])
+        change = micros_to_decimal_string(item["change"])
         self.change = change if change.startswith("-") else "+" + change
         pct = item["change_pct"]
         self.pct = "new" if pct is None else f"{pct * 100:+.1f} %"
@@ -239,12 +231,6 @@ class MoverRow:
                  "new_source": "new service", "ended_source": "ended service"}  # fmt: skip
         label = words.get(str(part.get("part")), str(part.get("part") or ""))
         self.main = f"{label}: {part['source']}" if part.get("source") else label
-
-
-def _decimal(micros: int) -> str:
-    from tenantcost.money import micros_to_decimal_string
-
-    return micros_to_decimal_string(micros)
 
 
 def movers_section(found: MonthMovers | None, month: str) -> dict[str, Any] | None:
