@@ -130,6 +130,7 @@ def allocate_stream(
     engine: Engine | None = None,
     lines_sink: LinesSink | None = None,
     billed: BilledInputs | None = None,
+    days: bool = False,
 ) -> AllocationResult:
     """Allocate chunk by chunk (``chunk``-long time slices of the period).
 
@@ -156,6 +157,7 @@ def allocate_stream(
         engine=engine,
         lines_sink=lines_sink,
         billed=billed,
+        days=days,
     )[0]
 
 
@@ -175,6 +177,7 @@ def allocate_keys(
     engine: Engine | None = None,
     lines_sink: LinesSink | None = None,
     billed: BilledInputs | None = None,
+    days: bool = False,
 ) -> list[AllocationResult]:
     """:func:`allocate_stream` under each of ``keys`` (``None``: the rules' own keys) in one
     pass: every chunk's usage is read and validated once and split once per key, so a report
@@ -182,7 +185,8 @@ def allocate_keys(
     order of ``keys``; each equals :func:`allocate_stream` with that key to the unit. The
     lines file or sink receives the first key's window-level lines. ``billed`` adds the
     billed lines outside the clusters (``tenantcost.billing``; ``costs`` are then the
-    repriced rows)."""
+    repriced rows). ``days`` keeps period lines per UTC day too (``line_days``), for a
+    conversion at daily exchange rates."""
     if not keys:
         raise ValueError("allocate_keys needs at least one key (None: the rules' keys)")
     level = _detail(detail)
@@ -207,7 +211,7 @@ def allocate_keys(
         LinesCsvFile(lines_out) if lines_out is not None else nullcontext(lines_sink)
     )
     with opened as sink:
-        tasks = chunk_tasks(plan, bounds, level, sink, others)
+        tasks = chunk_tasks(plan, bounds, level, sink, others, days=days)
         outputs = (engine or LocalEngine(con)).run(source, tasks)
         return fold_chunks(plan, level, outputs, len(tasks), sink, progress, others)
 

@@ -58,14 +58,25 @@ class AllocationResult:
     pool_clients: pd.DataFrame = field(default_factory=pd.DataFrame)
     billed_pool_total: int = 0
     """Billed lines outside the clusters split as pools (``billed:`` shared entries)."""
+    line_days: pd.DataFrame | None = None
+    """With ``days=True`` (a conversion at daily rates), the lines per client, source and UTC
+    day (``tenantcost.split.DAY_LINE_COLUMNS``); window-level lines need none."""
+    fx: dict[str, Any] | None = None
+    """A result converted into a presentation currency (``tenantcost.convert``): the rates
+    used (``tenantcost.fx.Conversion.document``); None for a ledger result."""
+    ledger: AllocationResult | None = None
+    """A converted result's ledger result, unchanged (its amounts are the ``ledger_amount``
+    columns too)."""
     invoice: dict[str, Any] | None = None
     """The invoice cascade (``tenantcost.invoice``, as its JSON object) of a run on billing
     data; ``None`` otherwise."""
 
     def client_totals(self) -> pd.DataFrame:
-        """One row per client: ``client, amount`` (sorted by amount desc, then client)."""
+        """One row per client: ``client, amount`` (sorted by amount desc, then client), and
+        ``ledger_amount`` for a converted result."""
+        columns = ["amount", "ledger_amount"] if "ledger_amount" in self.lines else ["amount"]
         totals = (
-            self.lines.groupby("client", sort=True, observed=True)["amount"]
+            self.lines.groupby("client", sort=True, observed=True)[columns]
             .sum()
             .reset_index()
             .sort_values(["amount", "client"], ascending=[False, True], kind="mergesort")

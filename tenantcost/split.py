@@ -494,6 +494,24 @@ def fetch_lines(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     return con.execute(f"SELECT {', '.join(LINE_COLUMNS)} FROM lines").df()
 
 
+DAY_LINE_COLUMNS = ["rule_id", "client", "source", "kind", "key", "day", "amount"]
+"""Columns of :func:`fetch_day_lines` (and of ``AllocationResult.line_days``)."""
+
+
+def fetch_day_lines(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """The last split's lines summed per UTC day (of each window's start), for a conversion
+    at daily exchange rates (``tenantcost.convert``): one row per client, source and day."""
+    return (
+        con.sql(
+            "SELECT rule_id, client, source, kind, coalesce(key, '') AS key, "
+            "CAST(window_start AS DATE) AS day, sum(amount)::BIGINT AS amount "
+            "FROM lines GROUP BY ALL"
+        )
+        .to_arrow_table()
+        .to_pandas()
+    )
+
+
 def fetch_unattributed(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     return con.execute(f"SELECT {', '.join(UNATTRIBUTED_COLUMNS)} FROM unattributed").df()
 

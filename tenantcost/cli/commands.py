@@ -16,6 +16,7 @@ import typer
 from tenantcost import __version__
 from tenantcost.cli.shell import (
     ConfigOpt,
+    CurrencyOpt,
     FromOpt,
     KeyOpt,
     MonthOpt,
@@ -54,6 +55,7 @@ def allocate_command(
             "API, the raw responses into its responses/ folder).",
         ),
     ] = None,
+    currency: CurrencyOpt = None,
 ) -> None:
     """Split the period's costs over clients and print per-client totals and the cascade."""
     from tenantcost.cli import run
@@ -70,6 +72,7 @@ def compare_command(
     ],
     fmt: TableJsonOpt = "table",
     out: ResponsesOutOpt = None,
+    currency: CurrencyOpt = None,
 ) -> None:
     """Show each client's amount under each key and the change relative to the first key."""
     from tenantcost.cli import run
@@ -93,6 +96,7 @@ def reconcile_command(
             "total of the billing data (needs --billing or billing.sources).",
         ),
     ] = "opencost",
+    currency: CurrencyOpt = None,
 ) -> None:
     """Print the reconciliation cascade; exit 1 unless the gap is exactly zero."""
     from tenantcost.cli import run

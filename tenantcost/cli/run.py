@@ -29,6 +29,7 @@ from tenantcost.engine import Engine
 from tenantcost.errors import InputError
 from tenantcost.inputs import Inputs, load_inputs
 from tenantcost.invoice import invoice_cascade
+from tenantcost.presentation import present, presentation_currency
 from tenantcost.progress import chunk_progress
 from tenantcost.reconcile import Cascade, cascade, require_closed
 from tenantcost.report.sheet_view import SheetView
@@ -119,12 +120,30 @@ class Run:
     period: Period | None
     chunk: pd.Timedelta | None
     engine: Engine | None
+    currency: str | None = None
+    """``--currency``: the presentation currency asked for (:mod:`tenantcost.presentation`)."""
+
+    @property
+    def shown_currency(self) -> str:
+        return presentation_currency(self.inputs.ruleset, self.currency)
+
+    def present(self, result: AllocationResult) -> AllocationResult:
+        """``result`` in the shown currency (itself when that is the ledger's)."""
+        return present(result, self.inputs.ruleset, self.shown_currency)
 
     def allocate(
         self, key: str | None = None, *, lines_out: Path | None = None, audit: bool = False
     ) -> Allocation:
-        """Allocate chunk by chunk (period-level lines); unless ``audit``, a cascade that
-        does not close raises :class:`~tenantcost.errors.InternalError`."""
+        """Allocate chunk by chunk (period-level lines), in the shown currency; unless
+        ``audit``, a cascade that does not close raises
+        :class:`~tenantcost.errors.InternalError`."""
+        converting = self.shown_currency != self.inputs.ruleset.currency
+        if converting and lines_out is not None:
+            raise InputError(
+                "--out writes window-level lines in the ledger currency: give it without "
+                "--currency (or without presentation: in the rule file)",
+                where="--out",
+            )
         with chunk_progress("allocating") as progress:
             result = allocate_stream(
                 self.inputs.allocation_costs,
@@ -140,14 +159,18 @@ class Run:
                 con=self.inputs.con,
                 engine=self.engine,
                 billed=self.inputs.billing,
+                days=converting,
             )
         self._with_invoice(result)
+        result = self.present(result)
         casc = cascade(result)
         return Allocation(result, casc if audit else require_closed(casc))
 
     def allocate_keys(self, keys: list[str | None]) -> list[Allocation]:
         """Allocate under each of ``keys`` (``None``: the rules' own) in one pass over the
-        usage (:func:`tenantcost.allocate.allocate_keys`); every cascade must close."""
+        usage (:func:`tenantcost.allocate.allocate_keys`), in the shown currency; every
+        cascade must close."""
+        converting = self.shown_currency != self.inputs.ruleset.currency
         with chunk_progress("allocating") as progress:
             results = allocate_keys(
                 self.inputs.allocation_costs,
@@ -162,9 +185,11 @@ class Run:
                 con=self.inputs.con,
                 engine=self.engine,
                 billed=self.inputs.billing,
+                days=converting,
             )
         for r in results:
             self._with_invoice(r)
+        results = [self.present(r) for r in results]
         return [Allocation(r, require_closed(cascade(r))) for r in results]
 
     def _with_invoice(self, result: AllocationResult) -> None:
@@ -203,7 +228,7 @@ def opened(options: RunOptions, *, check_period: bool = True) -> Iterator[Run]:
     if period is not None and check_period:
         require_cost_data(inputs.costs, period, "--month" if options.month else "--from/--to")
     with open_engine(options.engine, options.scheduler, options.workers) as engine:
-        yield Run(inputs, period, chunk, engine)
+        yield Run(inputs, period, chunk, engine, options.currency)
 
 
 def require_cost_data(costs: pd.DataFrame, period: Period, option: str) -> None:

@@ -114,6 +114,15 @@ FromOpt = Annotated[
 ]
 ToOpt = Annotated[str | None, typer.Option("--to", help="Period end (exclusive), ISO 8601.")]
 MonthOpt = Annotated[str | None, typer.Option("--month", help="Period: a calendar month YYYY-MM.")]
+CurrencyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--currency",
+        help="Show the amounts in this ISO 4217 currency (EUR, GBP, JPY), converted exactly "
+        "with the rule file's fx: rates and policy (docs/currency.md). Default: the rule "
+        "file's presentation:, else the ledger currency.",
+    ),
+]
 KeyOpt = Annotated[
     str | None,
     typer.Option(
@@ -195,6 +204,8 @@ class RunOptions:
     out: Path | None = None
     billing: list[str] | None = None
     allow_unbilled: bool = False
+    currency: str | None = None
+    """The command's own ``--currency`` (commands that present amounts declare it)."""
 
 
 _INPUT_OPTIONS: list[tuple[str, Any, Any]] = [

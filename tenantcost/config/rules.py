@@ -31,10 +31,12 @@ from tenantcost.config.billing import BilledEntry, Billing
 from tenantcost.config.confidence import ConfidenceThresholds
 from tenantcost.config.cost_model import CostModel
 from tenantcost.config.focus import Focus
+from tenantcost.config.fx import ECB, Fx
 from tenantcost.config.keys import EVEN, Key
 from tenantcost.config.pricing import Pricing
 from tenantcost.config.privacy import Privacy
 from tenantcost.config.sources import OpenCostSource, PrometheusSource
+from tenantcost.currency import is_currency
 from tenantcost.errors import InputError, warn
 from tenantcost.limits import (
     EARLIEST_INSTANT_ISO,
@@ -289,6 +291,15 @@ class RuleSet(Strict):
     focus: Focus = Field(default_factory=Focus)
     pricing: Pricing = Field(default_factory=Pricing)
     billing: Billing | None = None
+    fx: Fx | None = None
+    presentation: Annotated[str | None, Field(pattern=r"^[A-Z]{3}$")] = None
+
+    @field_validator("currency", "presentation")
+    @classmethod
+    def _iso_4217(cls, value: str | None) -> str | None:
+        if value is not None and not is_currency(value):
+            raise ValueError(f"unknown currency code '{value}': expected an ISO 4217 code")
+        return value
 
     @field_validator("rules")
     @classmethod
@@ -417,6 +428,11 @@ def parse_rules(data: Any, origin: str = "<rules>", base_dir: Path | None = None
                 )
             }
         )
+    if base_dir is not None and ruleset.fx is not None:
+        fx = ruleset.fx
+        ruleset = ruleset.model_copy(
+            update={"fx": fx.model_copy(update={"rates": [_beside(base_dir, p) for p in fx.rates]})}
+        )
     if base_dir is not None:
         ruleset = ruleset.model_copy(
             update={
@@ -431,6 +447,11 @@ def parse_rules(data: Any, origin: str = "<rules>", base_dir: Path | None = None
             }
         )
     return ruleset
+
+
+def _beside(base_dir: Path, rates: str) -> str:
+    """A rates path relative to the rule file (``ecb`` and URLs as written)."""
+    return rates if rates == ECB or "://" in rates else str(base_dir / rates)
 
 
 def load_rules(path: str | Path) -> RuleSet:

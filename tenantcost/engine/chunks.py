@@ -18,6 +18,7 @@ from tenantcost.kinds import Detail
 from tenantcost.plan import Plan
 from tenantcost.split import (
     SplitTables,
+    fetch_day_lines,
     fetch_lines,
     fetch_period_lines,
     fetch_pool_clients,
@@ -83,6 +84,9 @@ class ChunkTask:
     cost_windows: pd.DataFrame
     detail: Detail
     lines_part: LinePartWriter | None = None
+    days: bool = False
+    """Also sum the lines per UTC day (``ChunkOutput.day_lines``): a conversion at daily
+    exchange rates needs them when the lines are kept per period."""
     also: tuple[ChunkTask, ...] = ()
     """The same chunk under other plans (other keys): split from the same read and validated
     usage, so a report pack's alternative keys do not read the usage again."""
@@ -101,6 +105,8 @@ class ChunkOutput:
     """Per pool source, the fewest clients a window split it among (``fetch_pool_clients``)."""
     also: tuple[ChunkOutput, ...] = ()
     """The outputs of the task's ``also`` plans, in their order."""
+    day_lines: pd.DataFrame | None = None
+    """With ``ChunkTask.days``: the chunk's lines per client, source and UTC day."""
 
 
 def chunk_tasks(
@@ -109,6 +115,7 @@ def chunk_tasks(
     detail: Detail,
     sink: LinesSink | None,
     others: Sequence[Plan] = (),
+    days: bool = False,
 ) -> list[ChunkTask]:
     """One task per ``[start, end)`` of ``bounds``, with the plan's tables of its windows,
     and the same chunk of each of the ``others`` plans (same costs, other keys) as ``also``."""
@@ -122,6 +129,7 @@ def chunk_tasks(
             direct_lines=of.direct_lines_for(start, end),
             cost_windows=of.cost_windows,
             detail=detail,
+            days=days,
         )
 
     tasks = []
@@ -164,6 +172,13 @@ def _split_chunk(
     lines = fetch_lines(con) if task.detail == Detail.WINDOW else fetch_period_lines(con)
     if task.lines_part is not None:
         task.lines_part(con, task.direct_lines)
+    day_lines = fetch_day_lines(con) if task.days and task.detail == Detail.PERIOD else None
     return ChunkOutput(
-        task.index, lines, fetch_unattributed(con), usage_rows, orphans, fetch_pool_clients(con)
+        task.index,
+        lines,
+        fetch_unattributed(con),
+        usage_rows,
+        orphans,
+        fetch_pool_clients(con),
+        day_lines=day_lines,
     )

@@ -19,6 +19,7 @@ from tenantcost.kinds import Detail, LineKind
 from tenantcost.plan import Plan
 from tenantcost.result import AllocationResult
 from tenantcost.split import (
+    DAY_LINE_COLUMNS,
     MEASURE_LIMB,
     MEASURE_LIMB_COLUMNS,
     MEASURE_SCALE,
@@ -127,6 +128,7 @@ class Fold:
         self.orphan_first: pd.Series | None = None
         self.usage_rows = 0
         self.pool_client_parts: list[pd.DataFrame] = []
+        self.day_parts: list[pd.DataFrame] | None = None
 
     def add(self, out: ChunkOutput) -> None:
         """Take in one chunk's output (chunks must come in order)."""
@@ -140,6 +142,8 @@ class Fold:
             self.running = sum_period_parts([self.running, *self.line_parts])
             self.line_parts = []
         self.unattributed_parts.append(out.unattributed)
+        if out.day_lines is not None:
+            self.day_parts = [*(self.day_parts or []), out.day_lines]
         if not out.pool_clients.empty:
             self.pool_client_parts.append(out.pool_clients)
 
@@ -193,6 +197,26 @@ class Fold:
             .reset_index(drop=True)[POOL_CLIENT_COLUMNS]
         )
 
+    def line_days(self) -> pd.DataFrame | None:
+        """The chunks' day lines and the plan's direct lines, summed per client, source and
+        UTC day; None unless the chunks were asked for them."""
+        if self.day_parts is None:
+            return None
+        direct = self.plan.direct_lines
+        direct_days = direct.assign(
+            key=direct["key"].fillna(""),
+            day=direct["window_start"].dt.tz_convert("UTC").dt.tz_localize(None).dt.normalize(),
+        )[DAY_LINE_COLUMNS]
+        parts = [p.astype({"day": "datetime64[ns]"}) for p in self.day_parts if not p.empty]
+        frame = pd.concat([*parts, direct_days], ignore_index=True)
+        keys = DAY_LINE_COLUMNS[:-1]
+        return (
+            frame.groupby(keys, sort=True, observed=True)["amount"]
+            .sum()
+            .reset_index()
+            .astype({"amount": "int64"})
+        )
+
     def result(self, chunks: int) -> AllocationResult:
         """The allocation result of the folded run."""
         plan = self.plan
@@ -217,6 +241,7 @@ class Fold:
             usage_rows=self.usage_rows,
             chunks=chunks,
             pool_clients=self.pool_clients(),
+            line_days=self.line_days(),
         )
 
 

@@ -120,21 +120,27 @@ def list_months(request: Request, principal: MayListMonths) -> list[dict[str, An
     return figures.months_document(request.app.state.engine, principal)
 
 
-@router.get("/clients", tags=["clients"], response_model=None,
-            summary="The client list of a month: search, filter, sort (paginated; CSV)")
+@router.get(
+    "/clients",
+    tags=["clients"],
+    response_model=None,
+    summary="The client list of a month: search, filter, sort (paginated; CSV)",
+)
 def list_clients(
     request: Request,
     principal: MayListClients,
     q: SearchText = "",
     page: PageNumber = 1,
     per_page: Annotated[int, Query(ge=1, le=figures.MAX_PER_PAGE)] = figures.DEFAULT_PER_PAGE,
-    month: Annotated[str | None, Query(pattern=MONTH_PATTERN,
-                                       description="YYYY-MM (default: the latest)")] = None,
+    month: Annotated[
+        str | None, Query(pattern=MONTH_PATTERN, description="YYYY-MM (default: the latest)")
+    ] = None,
     plan: CatalogValue = "",
     segment: CatalogValue = "",
     manager: CatalogValue = "",
-    sort: Annotated[str | None, Query(max_length=40, description="An item's field "
-                                      "(default amount)")] = None,
+    sort: Annotated[
+        str | None, Query(max_length=40, description="An item's field (default amount)")
+    ] = None,
     order: Annotated[str | None, Query(max_length=8, description="asc or desc")] = None,
     format: Annotated[Literal["json", "csv"], Query(description="csv: every row")] = "json",
 ) -> dict[str, Any] | Response:

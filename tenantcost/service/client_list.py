@@ -350,9 +350,9 @@ def _filtered(frame: pd.DataFrame, query: ListQuery) -> pd.DataFrame:
     keep = pd.Series(True, index=frame.index)
     if query.q:
         wanted = query.q.lower()
-        keep &= frame["id"].str.lower().str.contains(wanted, regex=False) | frame[
-            "name"
-        ].fillna("").astype(str).str.lower().str.contains(wanted, regex=False)
+        keep &= frame["id"].str.lower().str.contains(wanted, regex=False) | frame["name"].fillna(
+            ""
+        ).astype(str).str.lower().str.contains(wanted, regex=False)
     for field, value in (("plan", query.plan), ("segment", query.segment),
                          ("account_manager", query.manager)):  # fmt: skip
         if value:

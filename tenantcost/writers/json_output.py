@@ -36,6 +36,7 @@ def client_lines(result: AllocationResult) -> pd.DataFrame:
         lines = lines.assign(windows=1)
     if lines.empty:
         return lines
+    ledger = {"ledger_amount": ("ledger_amount", "sum")} if "ledger_amount" in lines else {}
     grouped = (
         lines.groupby(["client", "kind", "source", "key"], sort=True, observed=True)
         .agg(
@@ -43,6 +44,7 @@ def client_lines(result: AllocationResult) -> pd.DataFrame:
             total_measure=("total_measure", "sum"),
             amount=("amount", "sum"),
             windows=("windows", "sum"),
+            **ledger,
         )
         .reset_index()
     )
@@ -110,6 +112,11 @@ def _line_records(grouped: pd.DataFrame) -> dict[str, list[dict[str, Any]]]:
             "measure": pd.Series(_rounded(grouped["measure"]), dtype=object),
             "share": pd.Series(_rounded(grouped["share"]), dtype=object),
             "amount": grouped["amount"].astype("int64").to_numpy(),
+            **(
+                {"ledger_amount": grouped["ledger_amount"].astype("int64").to_numpy()}
+                if "ledger_amount" in grouped
+                else {}
+            ),
             "windows": grouped["windows"].astype("int64").to_numpy(),
         }
     )
@@ -130,9 +137,17 @@ def client_documents(totals: pd.DataFrame, grouped: pd.DataFrame) -> list[dict[s
     """The ``clients`` part of the document from :meth:`AllocationResult.client_totals`
     and :func:`client_lines` (the reference that :func:`clients_json` writes fast)."""
     lines_by_client = _line_records(grouped) if not grouped.empty else {}
+    ledger = totals["ledger_amount"].tolist() if "ledger_amount" in totals else None
     return [
-        {"client": client, "amount": int(amount), "lines": lines_by_client.get(str(client), [])}
-        for client, amount in zip(totals["client"].tolist(), totals["amount"].tolist(), strict=True)
+        {
+            "client": client,
+            "amount": int(amount),
+            **({"ledger_amount": int(ledger[i])} if ledger is not None else {}),
+            "lines": lines_by_client.get(str(client), []),
+        }
+        for i, (client, amount) in enumerate(
+            zip(totals["client"].tolist(), totals["amount"].tolist(), strict=True)
+        )
     ]
 
 
@@ -140,10 +155,11 @@ def reconciliation_document(result: AllocationResult) -> dict[str, Any]:
     """The cascade and everything it is made of (``reconcile --format json`` and
     ``reconciliation.json``), without the per-client lines."""
     casc = cascade(result)
-    return {
+    document = {
         "tenantcost_version": __version__,
         "currency": result.currency,
         "money": money_header(result.currency),
+        **({"fx": result.fx} if result.fx is not None else {}),
         "period": {"start": iso_z(result.period.start), "end": iso_z(result.period.end)},
         "rules": rules_in_force(result),
         "key_override": result.key_override,
@@ -162,6 +178,24 @@ def reconciliation_document(result: AllocationResult) -> dict[str, Any]:
         "gap": casc.gap,
         **_invoice_fields(result),
     }
+    return _with_ledger(document, result)
+
+
+def _with_ledger(document: dict[str, Any], result: AllocationResult) -> dict[str, Any]:
+    """A converted result's document with each figure's ledger amount beside it:
+    ``ledger_amount`` on the cascade's lines and the detail lists, and
+    ``ledger_reference_total`` (the ledger document is computed the same way, so its lists
+    come in the same order)."""
+    if result.ledger is None:
+        return document
+    ledger = reconciliation_document(result.ledger)
+    for part in ("cascade", "unattributed_detail", "residual", "exclusions"):
+        for item, own in zip(document[part], ledger[part], strict=True):
+            item["ledger_amount"] = own["amount"]
+    at = list(document).index("reference_total")
+    items = list(document.items())
+    items.insert(at + 1, ("ledger_reference_total", ledger["reference_total"]))
+    return dict(items)
 
 
 def _invoice_fields(result: AllocationResult) -> dict[str, Any]:
@@ -203,7 +237,8 @@ def result_json(result: AllocationResult) -> str:
 def result_document_without_clients(result: AllocationResult) -> dict[str, Any]:
     """:func:`result_document` up to (not including) its ``clients``."""
     recon = reconciliation_document(result)
-    head = {k: recon[k] for k in ("tenantcost_version", "currency", "money", "period")}
+    first = ("tenantcost_version", "currency", "money", "fx", "period")
+    head: dict[str, Any] = {k: recon[k] for k in first if k in recon}
     return {
         **head,
         "windows": result.windows,
@@ -213,6 +248,9 @@ def result_document_without_clients(result: AllocationResult) -> dict[str, Any]:
 
 
 _LINE_FIELDS = ("source", "kind", "key", "measure", "share", "amount", "windows")
+_CONVERTED_LINE_FIELDS = (
+    "source", "kind", "key", "measure", "share", "amount", "ledger_amount", "windows"
+)  # fmt: skip
 
 
 def _indent(level: int) -> str:
@@ -256,8 +294,12 @@ def _line_objects(grouped: pd.DataFrame) -> np.ndarray:
         _ints(grouped["amount"]),
         _ints(grouped["windows"]),
     ]
+    names: tuple[str, ...] = _LINE_FIELDS
+    if "ledger_amount" in grouped:
+        columns.insert(6, _ints(grouped["ledger_amount"]))
+        names = _CONVERTED_LINE_FIELDS
     pieces: list[Iterable[str]] = []
-    for i, (name, column) in enumerate(zip(_LINE_FIELDS, columns, strict=True)):
+    for i, (name, column) in enumerate(zip(names, columns, strict=True)):
         pieces += [repeat(("{\n" if i == 0 else ",\n") + f'{_indent(5)}"{name}": '), column]
     pieces.append(repeat("\n" + _indent(4) + "}"))
     # repeat() is endless: the columns (all of one length) end the zip
@@ -292,6 +334,12 @@ def clients_json(totals: pd.DataFrame, grouped: pd.DataFrame) -> str | None:
     separators[0] = "[\n" + i2
     amounts = np.array(_ints(totals["amount"]), dtype=object)
     heads = separators + f'{{\n{i3}"client": ' + clients + f',\n{i3}"amount": ' + amounts
+    if "ledger_amount" in totals:
+        heads = (
+            heads
+            + f',\n{i3}"ledger_amount": '
+            + np.array(_ints(totals["ledger_amount"]), dtype=object)
+        )
     ends = np.cumsum(counts)
     lead = np.full(len(objects), ",\n" + i4, dtype=object)
     lead[ends - counts] = heads + f',\n{i3}"lines": [\n{i4}'

@@ -1,0 +1,89 @@
+"""Which currency a figure is shown in, and the result converted into it.
+
+First match wins (docs/currency.md):
+
+1. ``--currency`` (or ``?currency=``), what the reader asked for;
+2. for one client's own pages and sheets, the client's currency (the catalog's);
+3. the rule file's ``presentation:``;
+4. the ledger currency (``currency:``), when nothing converts.
+
+The rates come from the rule file's ``fx.rates`` (the bundled ECB history, rate files) and,
+in the store, from the batches ``tenantcost fx load`` stored; a later source wins for the
+same date and pair.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from tenantcost.config.rules import RuleSet
+from tenantcost.convert import convert_result, result_days
+from tenantcost.currency import require_currency
+from tenantcost.errors import InputError
+from tenantcost.fx import build_conversion
+from tenantcost.readers.fx_rates import ecb_label, merge_rates, read_rates
+from tenantcost.result import AllocationResult
+
+
+def presentation_currency(
+    ruleset: RuleSet, asked: str | None, client_currency: str | None = None
+) -> str:
+    """The currency to show: ``asked``, else the client's, else ``presentation:``, else the
+    ledger's. An unknown code is refused (``--currency``)."""
+    if asked:
+        return require_currency(asked.strip().upper(), where="--currency")
+    return client_currency or ruleset.presentation or ruleset.currency
+
+
+def converts(ruleset: RuleSet, asked: str | None) -> bool:
+    """Whether figures of this rule set are shown in another currency than the ledger's."""
+    return presentation_currency(ruleset, asked) != ruleset.currency
+
+
+def rates_for(ruleset: RuleSet, stored: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str]:
+    """The rates table and a label of its sources: the rule file's, then the stored ones."""
+    fx = ruleset.fx
+    if fx is None:
+        return (stored if stored is not None else read_rates([])), "stored rates"
+    frames = [read_rates(fx.rates)]
+    if stored is not None:
+        frames.append(stored)
+    labels = [ecb_label() if s == "ecb" else s for s in fx.rates]
+    if stored is not None and not stored.empty:
+        labels.append("stored rates")
+    return merge_rates(frames), ", ".join(labels) or "rule file"
+
+
+def present(
+    result: AllocationResult,
+    ruleset: RuleSet,
+    currency: str,
+    stored: pd.DataFrame | None = None,
+) -> AllocationResult:
+    """``result`` shown in ``currency``: itself when that is the ledger currency, else
+    converted (:func:`tenantcost.convert.convert_result`) with the rule set's policy."""
+    if currency == result.currency:
+        return result
+    fx = ruleset.fx
+    if fx is None:
+        raise InputError(
+            f"showing {result.currency} amounts in {currency} needs exchange rates: add an "
+            "fx: section (rates: ecb or a rates file, and a policy) to the rule file",
+            where="--currency",
+        )
+    rates, source = rates_for(ruleset, stored)
+    days = result_days(result)
+    window = _rate_window(rates, days, fx.max_age_hours)
+    conversion = build_conversion(window, fx, result.currency, currency, days, source)
+    return convert_result(result, conversion)
+
+
+def _rate_window(rates: pd.DataFrame, days: list, max_age_hours: int) -> pd.DataFrame:
+    """Only the quotes a conversion of ``days`` can use: from ``max_age`` before the first
+    day's month to the end of the last day's month (a month's average or its last rate)."""
+    if not days or rates.empty:
+        return rates
+    first = pd.Timestamp(min(days)).to_period("M").start_time - pd.Timedelta(hours=max_age_hours)
+    last = pd.Timestamp(max(days)).to_period("M").end_time
+    dates = pd.to_datetime(rates["date"])
+    return rates.loc[(dates >= first) & (dates <= last)]
