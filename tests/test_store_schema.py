@@ -47,18 +47,19 @@ SHEET_TABLES = {"sheet_render", "sheet_render_job"}
 BRIDGE_TABLES = {"month_bridge", "month_bridge_client", "month_bridge_part"}
 WATCH_TABLES = {"watch_snapshot", "watch_entry"}
 DAILY_TABLES = {"watch_daily"}
+FX_TABLES = {"fx_load", "fx_rate"}
 ALERT_TABLES = {"alert_delivery"}
 BUDGET_TABLES = {"budget_version", "budget_client"}
 LATER = (REPORT_TABLES | SERVICE_TABLES | WEB_TABLES | CATALOG_TABLES | WITHDRAW_TABLES
          | BILLING_TABLES | OTLP_TABLES | COMPACTION_TABLES | BRIDGE_TABLES | SHEET_TABLES
-         | WATCH_TABLES | BUDGET_TABLES | ALERT_TABLES | DAILY_TABLES)
+         | WATCH_TABLES | BUDGET_TABLES | ALERT_TABLES | DAILY_TABLES | FX_TABLES)
 """The tables after 0005 (cycle), dropped by the first downgrade steps."""
 TABLES = {"store_meta", "rule_file", "rule_version", "batch", "batch_cell", "batch_file",
           *RUN_TABLES, *CYCLE_TABLES, *SERVICE_TABLES, *REPORT_TABLES, *WEB_TABLES,
           *CATALOG_TABLES, *WITHDRAW_TABLES, *BILLING_TABLES, *OTLP_TABLES,
           *COMPACTION_TABLES, *BRIDGE_TABLES, *SHEET_TABLES, *WATCH_TABLES,
-          *BUDGET_TABLES, *ALERT_TABLES, *DAILY_TABLES}  # fmt: skip
-HEAD = "0026"
+          *BUDGET_TABLES, *ALERT_TABLES, *DAILY_TABLES, *FX_TABLES}  # fmt: skip
+HEAD = "0027"
 BATCH_TABLES = {"batch", "batch_cell", "batch_file"}
 runner = CliRunner()
 
@@ -90,7 +91,7 @@ def test_the_migrations_form_one_chain_ending_at_head():
     assert known_revisions() == {"0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008",
                                  "0009", "0010", "0011", "0012", "0013", "0014",
                                  "0015", "0016", "0017", "0018", "0020", "0021",
-                                 "0022", "0023", "0024", "0025", "0026"}  # fmt: skip
+                                 "0022", "0023", "0024", "0025", "0026", "0027"}  # fmt: skip
     assert head_revision() == HEAD
 
 
@@ -116,20 +117,23 @@ def test_upgrade_from_empty_then_down_to_base_and_up_again(store_url: str):
     assert "ix_month_bridge_part_bridge_id_client" in part_indexes
     claim = {c["name"] for c in inspect(engine).get_columns("alert_delivery")}
     assert {"claimed_by", "claimed_at"} <= claim
+    downgrade(engine, "0026")
+    assert current_revision(engine) == "0026" and tables(engine) == TABLES - FX_TABLES
     downgrade(engine, "0025")
-    assert current_revision(engine) == "0025" and tables(engine) == TABLES - DAILY_TABLES
+    at_0025 = TABLES - DAILY_TABLES - FX_TABLES
+    assert current_revision(engine) == "0025" and tables(engine) == at_0025
     downgrade(engine, "0023")
     after = inspect(engine)
     assert not {"claimed_by", "claimed_at"} & {c["name"]
                                               for c in after.get_columns("alert_delivery")}
     assert len(after.get_check_constraints("alert_delivery")) == 3  # kept by SQLite's table copy
     downgrade(engine, "0022")
-    at_0022 = TABLES - ALERT_TABLES - DAILY_TABLES
+    at_0022 = TABLES - ALERT_TABLES - DAILY_TABLES - FX_TABLES
     assert current_revision(engine) == "0022" and tables(engine) == at_0022
     downgrade(engine, "0021")
-    at_0021 = TABLES - BUDGET_TABLES - ALERT_TABLES - DAILY_TABLES
+    at_0021 = TABLES - BUDGET_TABLES - ALERT_TABLES - DAILY_TABLES - FX_TABLES
     assert current_revision(engine) == "0021" and tables(engine) == at_0021
-    after_0020 = WATCH_TABLES | BUDGET_TABLES | ALERT_TABLES | DAILY_TABLES
+    after_0020 = WATCH_TABLES | BUDGET_TABLES | ALERT_TABLES | DAILY_TABLES | FX_TABLES
     downgrade(engine, "0020")
     assert current_revision(engine) == "0020" and tables(engine) == TABLES - after_0020
     downgrade(engine, "0018")

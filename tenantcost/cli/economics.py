@@ -1,4 +1,4 @@
-"""``tenantcost unit-economics`` and ``tenantcost catalog load``.
+"""``tenantcost unit-economics``, ``tenantcost catalog load`` and ``tenantcost fx load``.
 
 ``unit-economics``: cost, all-in cost, revenue and margin per plan and client. The command's
 options are declared here, with the shared input options of every allocating command; from
@@ -39,6 +39,8 @@ FORMATS = ("table", "json", "csv", "html")
 
 catalog_app = typer.Typer(help="The client catalog kept in the store.", no_args_is_help=True)
 app.add_typer(catalog_app, name="catalog")
+fx_app = typer.Typer(help="Exchange rates kept in the store.", no_args_is_help=True)
+app.add_typer(fx_app, name="fx")
 
 
 @command("unit-economics")
@@ -252,6 +254,59 @@ def catalog_load_command(
         f"{path}: stored as the store's catalog, {loaded.clients} clients "
         f"(load {loaded.load_id}, sha256 {loaded.sha256[:12]})"
     )
+
+
+@fx_app.command("load")
+@user_errors
+def fx_load_command(
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="A rates file or folder (CSV or Parquet: date, base, quote, rate; 1 base = "
+            "rate quote), or 'ecb' for the ECB reference rates bundled offline.",
+            metavar="FILE|ecb",
+        ),
+    ],
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="Keep the rates from this date (YYYY-MM-DD) on."),
+    ] = None,
+    db: DbOpt = None,
+    data: DataOpt = None,
+    settings: SettingsOpt = None,
+    wait: WaitOpt = 0.0,
+) -> None:
+    """Keep exchange rates in the store, for run, close and the service (a later load wins
+    for the same date and currency pair; docs/currency.md)."""
+    from datetime import date
+
+    from tenantcost.store.actor import os_actor
+    from tenantcost.store.fx_rates import load_rates
+    from tenantcost.store.lock import StoreLocked, write_transaction
+    from tenantcost.store.schema import current_store
+    from tenantcost.store.settings import resolve_settings
+
+    first = None
+    if since is not None:
+        try:
+            first = date.fromisoformat(since.strip())
+        except ValueError:
+            raise InputError(f"--since: expected a date as YYYY-MM-DD, got '{since}'") from None
+    resolved = resolve_settings(db, data, settings)
+    try:
+        with current_store(resolved) as engine, write_transaction(engine, wait) as connection:
+            loaded = load_rates(connection, source, os_actor(), first)
+    except StoreLocked as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_LOCKED) from None
+    what = (
+        f"{loaded.rates} rates from {loaded.first} to {loaded.last}, "
+        f"{len(loaded.currencies)} currencies"
+    )
+    if loaded.already_loaded:
+        typer.echo(f"{source}: already in the store ({what}; load {loaded.load_id})")
+        return
+    typer.echo(f"{source}: stored {what} (load {loaded.load_id}, sha256 {loaded.sha256[:12]})")
 
 
 def parse_by(text: str) -> GroupBy:

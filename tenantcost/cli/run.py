@@ -304,6 +304,8 @@ def allocate(options: RunOptions, key: str | None, fmt: str) -> None:
         typer.echo(result_json(result))  # json.dumps(result_document(...), indent=2), fast
     elif fmt == "csv":
         totals = result.client_totals().assign(currency=result.currency)
+        if result.ledger is not None:
+            totals = totals.assign(ledger_currency=result.ledger.currency)
         typer.echo(csv_frame(totals).to_csv(index=False), nl=False)
     else:
         typer.echo(allocation_text(result, casc))

@@ -15,9 +15,9 @@ Two kinds of source:
 * a rates file or folder of them (a treasury feed): CSV or Parquet with ``date, base, quote,
   rate``. Every cell is checked, and an error names the file, the row and the column.
 
-Where several sources give the same (date, base, quote), the last source listed wins (the
-rule file lists ``ecb`` first, then the user's own files, so a treasury feed overrides the
-ECB's rate for the days it covers).
+Where several sources give the same (date, base, quote), the user's own rates win over the
+ECB's (a treasury feed overrides the reference rate for the days it covers), and among
+sources of one kind the last one listed (or loaded) wins.
 """
 
 from __future__ import annotations
@@ -62,14 +62,21 @@ def read_rates(sources: list[str]) -> pd.DataFrame:
     return merge_rates(frames)
 
 
+def is_ecb(source: pd.Series) -> pd.Series:
+    """Rows whose source is the bundled ECB history (read here, or loaded into a store)."""
+    return source.astype("str").str.startswith("ECB reference rates")
+
+
 def merge_rates(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    """``frames`` as one table, a later frame's rate replacing an earlier one's for the same
-    (date, base, quote); sorted by date, base and quote."""
+    """``frames`` as one table: for the same (date, base, quote), a user's rate replaces the
+    ECB's, and a later frame's rate an earlier one's of the same kind; sorted by date, base
+    and quote."""
     frames = [f for f in frames if not f.empty]
     if not frames:
         return empty_rates()
     merged = pd.concat(frames, ignore_index=True)
-    merged = merged.drop_duplicates(["date", "base", "quote"], keep="last")
+    order = np.argsort(~is_ecb(merged["source"]).to_numpy(), kind="stable")  # ECB rows first
+    merged = merged.iloc[order].drop_duplicates(["date", "base", "quote"], keep="last")
     return merged.sort_values(["date", "base", "quote"], kind="mergesort").reset_index(drop=True)
 
 

@@ -947,3 +947,35 @@ def table(model: type[StoreModel]) -> Table:
 
 METADATA = StoreModel.metadata
 """The metadata Alembic compares the migrations against (tests/test_store_schema.py)."""
+
+
+class FxLoad(StoreModel, table=True):
+    """One ``tenantcost fx load`` (0027): a rates file, or the bundled ECB history, as loaded
+    (sha256 over the stored rows, where it came from, how many rates and which days), by
+    whom and when. Later loads win for the same (date, base, quote); every load stays for
+    provenance."""
+
+    __tablename__ = "fx_load"
+
+    id: int | None = Field(default=None, primary_key=True)
+    sha256: str = Field(max_length=64)
+    origin: str = Field(sa_type=Text)
+    rates: int = Field()
+    first_date: date = Field()
+    last_date: date = Field()
+    loaded_at: datetime = Field(sa_type=UTCDateTime, default_factory=utcnow)
+    actor: str = Field(max_length=200)
+
+
+class FxRate(StoreModel, table=True):
+    """A published rate of an fx load (0027): ``1 base = rate quote`` on ``published_on``, the rate
+    as the decimal text that was published (never a float), and its source."""
+
+    __tablename__ = "fx_rate"
+
+    load_id: int = Field(foreign_key="fx_load.id", primary_key=True)
+    published_on: date = Field(primary_key=True)
+    base: str = Field(primary_key=True, max_length=3)
+    quote: str = Field(primary_key=True, max_length=3)
+    rate: str = Field(max_length=40)
+    source: str = Field(sa_type=Text)

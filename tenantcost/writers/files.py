@@ -24,20 +24,25 @@ from tenantcost.writers.json_output import reconciliation_document
 
 
 def with_decimal_amount(frame: pd.DataFrame) -> pd.DataFrame:
-    """Rename ``amount`` to ``amount_micros`` and put the exact decimal ``amount`` before it."""
-    out = frame.rename(columns={"amount": "amount_micros"}).copy()
-    out.insert(
-        out.columns.get_loc("amount_micros"),
-        "amount",
-        micros_to_decimal_strings(out["amount_micros"]),
-    )
+    """Rename ``amount`` to ``amount_micros`` and put the exact decimal ``amount`` before it
+    (and the same for a converted table's ``ledger_amount``)."""
+    out = frame.copy()
+    for name in ("amount", "ledger_amount"):
+        if name not in out:
+            continue
+        out = out.rename(columns={name: f"{name}_micros"})
+        out.insert(
+            out.columns.get_loc(f"{name}_micros"),
+            name,
+            micros_to_decimal_strings(out[f"{name}_micros"]),
+        )
     return out
 
 
 def csv_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """A result table as its CSV shows it: the exact decimal ``amount`` beside
     ``amount_micros``, and text cells neutralised for spreadsheets."""
-    return neutralised(with_decimal_amount(frame), decimals=("amount",))
+    return neutralised(with_decimal_amount(frame), decimals=("amount", "ledger_amount"))
 
 
 def prepare_out_dir(out: Path) -> None:

@@ -41,7 +41,38 @@ def header(result: AllocationResult) -> str:
     return (
         f"Period {result.period.start.isoformat()} to {result.period.end.isoformat()} "
         f"({result.windows} windows, {result.hours:g} h); rules: {rules}{key}\n"
-        f"Amounts in {result.currency}, exact to 10^-{MINOR_UNIT_EXPONENT}."
+        f"Amounts in {result.currency}, exact to 10^-{MINOR_UNIT_EXPONENT}.{_fx_line(result)}"
+    )
+
+
+def _fx_line(result: AllocationResult) -> str:
+    """How a converted result was converted: from what, at which rates, by which policy."""
+    fx = result.fx
+    if fx is None or result.ledger is None:
+        return ""
+    per = f"{fx['currency']} per {fx['ledger_currency']}"
+    if fx.get("periods"):
+        months = "; ".join(
+            f"{p['month']}: {p['rate']}"
+            + (
+                f", mean of {p['published_days']} published days"
+                if p.get("published_days", 1) > 1
+                else ""
+            )
+            for p in fx["periods"]
+        )
+        used = f"at {per} {months}"
+    else:
+        rates = [r["rate"] for r in fx["rates"]]
+        dates = [r["date"] for r in fx["rates"]]
+        span = dates[0] if len(set(dates)) == 1 else f"{dates[0]} to {dates[-1]}"
+        shown = rates[0] if len(set(rates)) == 1 else f"{len(set(rates))} daily rates"
+        used = f"at {shown} {per} ({span})"
+    provisional = " (provisional: a day's rate is not published yet)" if fx["provisional"] else ""
+    return (
+        f"\nConverted from {fx['ledger_currency']} (reference total "
+        f"{money(result.ledger.reference_total)} {fx['ledger_currency']}) {used}; policy "
+        f"{fx['policy']}; source {fx['source']}{provisional}; --format json lists every rate."
     )
 
 
