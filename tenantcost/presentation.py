@@ -80,10 +80,14 @@ def present(
 
 def _rate_window(rates: pd.DataFrame, days: list, max_age_hours: int) -> pd.DataFrame:
     """Only the quotes a conversion of ``days`` can use: from ``max_age`` before the first
-    day's month to the end of the last day's month (a month's average or its last rate)."""
+    day's month to the end of the last day's month (a month's average or its last rate), and
+    the last publication date before that, so a rate too old is named as such."""
     if not days or rates.empty:
         return rates
     first = pd.Timestamp(min(days)).to_period("M").start_time - pd.Timedelta(hours=max_age_hours)
     last = pd.Timestamp(max(days)).to_period("M").end_time
     dates = pd.to_datetime(rates["date"])
+    earlier = dates.loc[dates < first]
+    if not earlier.empty:  # the last day before the window: an error can name it
+        first = earlier.max()
     return rates.loc[(dates >= first) & (dates <= last)]

@@ -16,7 +16,7 @@ PANELS = {
     "Analysis from files": ["allocate", "compare", "reconcile", "explain", "report",
                             "unit-economics", "export", "podcost", "collect", "check-config",
                             "schema"],
-    "The store and the monthly cycle": ["db", "rules", "catalog", "ingest", "batch", "run",
+    "The store and the monthly cycle": ["db", "rules", "catalog", "fx", "ingest", "batch", "run",
                                         "status", "close", "reopen", "history", "budget",
                                         "watch"],
     "The service": ["serve", "token"],

@@ -8,7 +8,7 @@
   ``status``, ``close``, ``reopen``, ``history``; :mod:`~tenantcost.cli.batch`: ``batch list``
   and ``batch withdraw``; :mod:`~tenantcost.cli.from_db`: the checks
   of ``report --from-db``; :mod:`~tenantcost.cli.service`: ``serve`` and ``token``;
-* :mod:`~tenantcost.cli.economics`: ``unit-economics`` and ``catalog load``;
+* :mod:`~tenantcost.cli.economics`: ``unit-economics``, ``catalog load`` and ``fx load``;
   :mod:`~tenantcost.cli.budget`: ``budget plan`` and ``budget load``;
   :mod:`~tenantcost.cli.explain`: ``explain``;
 * :mod:`~tenantcost.cli.export`: ``export focus``;

@@ -43,7 +43,7 @@ PANELS: dict[str, tuple[str, ...]] = {
         "podcost", "collect", "check-config", "schema",
     ),
     STORE: (
-        "db", "rules", "catalog", "ingest", "batch", "run", "status", "close", "reopen",
+        "db", "rules", "catalog", "fx", "ingest", "batch", "run", "status", "close", "reopen",
         "history", "budget", "watch",
     ),
     SERVICE: ("serve", "token"),

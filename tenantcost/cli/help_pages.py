@@ -29,6 +29,7 @@ PAGES: dict[str, str] = {
     "unit-economics": "economics.md",
     "explain": "economics.md",
     "catalog": "economics.md",
+    "fx": "currency.md",
     "db": "store.md",
     "rules": "store.md",
     "ingest": "store.md",
