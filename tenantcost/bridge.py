@@ -59,7 +59,7 @@ computes the bridge of every client at once.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 from fractions import Fraction
@@ -70,6 +70,7 @@ import pandas as pd
 
 from tenantcost.config.rules import RuleSet, RuleVersion
 from tenantcost.errors import InternalError
+from tenantcost.fx import fraction_text
 from tenantcost.key_units import key_label, unit_basis
 from tenantcost.kinds import KEYED_KINDS, LineKind
 from tenantcost.money import MICROS_PER_UNIT, money_header
@@ -87,6 +88,9 @@ class Effect(StrEnum):
     DIRECT = "direct"
     NEW_SOURCE = "new_source"
     ENDED_SOURCE = "ended_source"
+    FX = "fx"
+    """Only in a bridge shown in another currency than the ledger's (``explain --currency``):
+    what the exchange rate's move adds (:func:`converted_bridge`); never stored."""
 
 
 EFFECT_ORDER = {effect: position for position, effect in enumerate(Effect)}
@@ -100,6 +104,7 @@ PART_LABELS: dict[Effect, str] = {
     Effect.DIRECT: "own workload",
     Effect.NEW_SOURCE: "new service",
     Effect.ENDED_SOURCE: "ended service",
+    Effect.FX: "exchange rate",
 }
 """Each effect in plain words, as people read a bridge (the client page, the sheets): the one
 map, so ``new_source`` reads "new service" wherever a part is named. ``explain``'s JSON and
@@ -634,6 +639,11 @@ class ClientBridge:
     rules: tuple[tuple[str, ...], tuple[str, ...]]
     """The rule ids in force in ``vs`` and in ``month``."""
     projections: list[Projection]
+    ledger: ClientBridge | None = None
+    """A bridge shown in another currency: the ledger's bridge it was converted from."""
+    fx: dict[str, Any] | None = None
+    """A bridge shown in another currency: the ledger and presented currencies, the
+    effective rates of both months and each month's rates (``allocate``'s ``fx``)."""
 
     @property
     def change(self) -> int:
@@ -651,8 +661,30 @@ class ClientBridge:
                 strict=True,
             )
         ]
+        if self.ledger is not None:
+            ledger_parts = dict(
+                zip(
+                    zip(self.ledger.parts["effect"], self.ledger.parts["source"], strict=True),
+                    self.ledger.parts["amount"].tolist(),
+                    strict=True,
+                )
+            )
+            for part in parts:
+                part["ledger_amount"] = int(ledger_parts.get((part["effect"], part["source"]), 0))
         return {
             "money": money_header(self.currency),
+            **({"fx": self.fx} if self.fx is not None else {}),
+            **(
+                {
+                    "ledger": {
+                        "from_amount": self.ledger.from_amount,
+                        "to_amount": self.ledger.to_amount,
+                        "change": self.ledger.change,
+                    }
+                }
+                if self.ledger is not None
+                else {}
+            ),
             "client": self.client,
             "month": self.month,
             "vs": self.vs,
@@ -691,3 +723,68 @@ def client_bridge(
         rules=(from_to[0][0].rules, from_to[1][0].rules),
         projections=[p for p in projections if p is not None],
     )
+
+
+def converted_bridge(
+    ledger: ClientBridge,
+    amounts: tuple[int, int],
+    currency: str,
+    fx: dict[str, Any],
+) -> ClientBridge:
+    """``ledger``'s bridge shown in ``currency``, with an ``fx`` part (issue 37).
+
+    ``amounts`` are the client's converted amounts in the ``vs`` month and in ``month``.
+    Every ledger part is converted at the ``vs`` month's *effective* rate (its converted
+    amount / its ledger amount; the later month's when the client had no ledger amount
+    before), exactly, and the parts are rounded together by largest remainder
+    (:func:`tenantcost.convert.split_exact`) to the later month's ledger amount at that rate
+    minus the earlier converted amount. ``fx`` is the rest: what the later month's rates
+    made of its ledger amount beyond the earlier rate. So the parts add up exactly to the
+    change in ``currency``, and a change of rate alone is one ``fx`` part."""
+    from tenantcost.convert import split_exact
+
+    before, after = amounts
+    if ledger.from_amount:
+        rate = Fraction(before, ledger.from_amount)
+    elif ledger.to_amount:
+        rate = Fraction(after, ledger.to_amount)
+    else:
+        rate = Fraction(1)
+    now = Fraction(after, ledger.to_amount) if ledger.to_amount else rate
+    parts = ledger.parts.copy()
+    at_rate = _round_half_even(ledger.to_amount * rate) - before
+    exact = np.asarray([int(a) * rate.numerator for a in parts["amount"].tolist()], dtype=object)
+    labels = parts["effect"].astype("str") + "\x1f" + parts["source"].astype("str")
+    parts["amount"] = (
+        split_exact(
+            exact, np.zeros(len(parts), dtype="int64"), {0: at_rate}, labels, rate.denominator
+        )
+        if len(parts)
+        else parts["amount"]
+    )
+    fx_amount = (after - before) - int(parts["amount"].sum())
+    ledger_code, shown = fx["ledger_currency"], currency
+    text = (
+        f"the exchange rate moved: 1 {ledger_code} was {float(rate):.6f} {shown} in "
+        f"{ledger.vs} and {float(now):.6f} {shown} in {ledger.month} (effective rates)"
+    )
+    fx_row = pd.DataFrame(
+        [{"effect": str(Effect.FX), "source": "", "key": "", "amount": fx_amount,
+          "reason": text, "text": text}]
+    )  # fmt: skip
+    parts = pd.concat([parts, fx_row[parts.columns]], ignore_index=True)
+    effective = {"vs": fraction_text(rate), "month": fraction_text(now)}
+    return replace(
+        ledger,
+        currency=currency,
+        from_amount=before,
+        to_amount=after,
+        parts=parts,
+        projections=[],
+        ledger=ledger,
+        fx={**fx, "effective_rates": effective},
+    )
+
+
+def _round_half_even(value: Fraction) -> int:
+    return round(value)

@@ -53,6 +53,7 @@ def test_effects_are_exactly_the_documented_strings():
         "direct",
         "new_source",
         "ended_source",
+        "fx",
     ]
 
 

@@ -227,3 +227,42 @@ def test_fx_load_keeps_rates_and_a_treasury_file_wins(tmp_path: Path):
     assert usd.tolist() == ["1.2345"]  # the treasury's rate, though the ECB's was loaded later
     bad = cli("fx", "load", str(rates_file(tmp_path, "2026-10-30,EUR,USD,0\n")), "--db", url)
     assert bad.returncode == 2 and "column 'rate'" in bad.stderr
+
+
+def two_months(tmp_path: Path, september: str, october: str) -> Path:
+    folder = tmp_path / "two-months"
+    shutil.copytree(ROOT / "examples" / "two-months", folder)
+    rules = folder / "rules.yaml"
+    rules.write_text(
+        rules.read_text() + f'fx:\n  policy: fixed\n  fixed: {{"2026-09": {{EUR: "{september}"}}, '
+        f'"2026-10": {{EUR: "{october}"}}}}\n'
+    )
+    return rules
+
+
+@pytest.mark.parametrize(("september", "october"), [("0.9", "0.9"), ("0.9", "0.8")])
+def test_explain_in_another_currency_has_an_fx_part_and_adds_up(tmp_path, september, october):
+    rules = two_months(tmp_path, september, october)
+    args = ["explain", "--config", str(rules), "--month", "2026-10", "--client", "acme"]
+    ledger = json.loads(runner.invoke(app, [*args, "--format", "json"]).stdout)
+    done = runner.invoke(app, [*args, "--format", "json", "--currency", "EUR"])
+    assert done.exit_code == 0, done.output
+    doc = json.loads(done.stdout)
+    assert doc["money"]["currency"] == "EUR" and doc["ledger"]["change"] == ledger["change"]
+    assert sum(p["amount"] for p in doc["parts"]) == doc["change"]
+    assert doc["change"] == doc["to_amount"] - doc["from_amount"]
+    fx = [p for p in doc["parts"] if p["effect"] == "fx"]
+    assert len(fx) == 1 and fx[0]["ledger_amount"] == 0
+    before, after = Fraction(september), Fraction(october)
+    assert doc["from_amount"] == round(ledger["from_amount"] * before)
+    assert doc["to_amount"] == round(ledger["to_amount"] * after)
+    expected_fx = ledger["to_amount"] * (after - before)  # the later amount at the rate's move
+    assert abs(fx[0]["amount"] - expected_fx) <= 1
+    for part, own in zip(doc["parts"], ledger["parts"], strict=False):
+        assert part["effect"] == own["effect"] and part["ledger_amount"] == own["amount"]
+        assert abs(part["amount"] - own["amount"] * before) <= 1
+    assert (
+        doc["fx"]["effective_rates"]["month"]
+        == str(Fraction(doc["to_amount"], ledger["to_amount"]))
+        or "." in doc["fx"]["effective_rates"]["month"]
+    )

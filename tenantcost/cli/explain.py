@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tenantcost.cli.shell import RunOptions, command, run_options
+from tenantcost.cli.shell import CurrencyOpt, RunOptions, command, run_options
 from tenantcost.cli.store import DataOpt, DbOpt, SettingsOpt
 from tenantcost.errors import InputError
 
@@ -62,11 +62,13 @@ def explain_command(
     db: DbOpt = None,
     data: DataOpt = None,
     settings: SettingsOpt = None,
+    currency: CurrencyOpt = None,
 ) -> None:
     """Explain a client's change from one month (--vs) to another (--month), part by part.
 
-    The parts (volume, rate, rule, residual, direct, new_source, ended_source) add up
-    exactly to the change. --month is the month explained (--from and --to do not apply).
+    The parts (volume, rate, rule, residual, direct, new_source, ended_source, and fx in
+    another currency than the ledger's) add up exactly to the change. --month is the month
+    explained (--from and --to do not apply).
     """
     explain(options, client, vs, as_of, fmt, (db, data, settings) if from_db else None)
 
@@ -139,10 +141,16 @@ def explain(
     month, other, vs_option = _months(options, vs)
     at = _as_of(as_of)
     early, late = sorted([month, other], key=lambda p: p.start)
+    converted: dict[str, AllocationResult] = {}
     if store is not None:
+        if options.currency:
+            raise InputError(
+                "--currency with --from-db: the store's runs are shown in the ledger currency "
+                "for now (docs/currency.md, status)"
+            )
         comparison, currency = _from_store(options, client, (early, late), store)
     else:
-        comparison, currency = _from_files(
+        comparison, currency, converted = _from_files(
             options, client, (early, late), (month, other, vs_option)
         )
     result = client_bridge(
@@ -152,10 +160,32 @@ def explain(
         currency,
         as_of=at,
     )
+    if converted:
+        result = _converted(result, client, converted)
     if fmt == "json":
         typer.echo(json.dumps(result.document(), indent=2))
     else:
         typer.echo(bridge_text(result))
+
+
+def _converted(
+    ledger: ClientBridge, client: str, results: dict[str, AllocationResult]
+) -> ClientBridge:
+    """The ledger bridge shown in the results' currency, with its ``fx`` part."""
+    from tenantcost.bridge import converted_bridge
+
+    def amount(label: str) -> int:
+        lines = results[label].lines
+        return int(lines.loc[lines["client"] == client, "amount"].sum())
+
+    later = results[ledger.month]
+    docs = [results[ledger.vs].fx or {}, later.fx or {}]
+    fx = {
+        **{k: docs[1][k] for k in ("ledger_currency", "currency", "policy", "source")},
+        "provisional": any(d.get("provisional", False) for d in docs),
+        "rates": {ledger.vs: docs[0].get("rates", []), ledger.month: docs[1].get("rates", [])},
+    }
+    return converted_bridge(ledger, (amount(ledger.vs), amount(ledger.month)), later.currency, fx)
 
 
 def _labels(early: Period, late: Period) -> tuple[str, str]:
@@ -169,8 +199,10 @@ def _from_files(
     client: str,
     months: tuple[Period, Period],
     named: tuple[Period, Period, str],
-) -> tuple[Comparison, str]:
-    """Both months through the one run sequence; restatements through the same core."""
+) -> tuple[Comparison, str, dict[str, AllocationResult]]:
+    """Both months through the one run sequence; restatements through the same core. In
+    another currency (``--currency``, ``presentation:``), the bridge is the ledger's and the
+    months' converted results come back by label (else an empty dict)."""
     from tenantcost.bridge import compare_months
     from tenantcost.cli.run import opened, require_cost_data
     from tenantcost.report.changes import quiet_allocate
@@ -181,17 +213,19 @@ def _from_files(
     early, late = months
     labels = _labels(early, late)
     span = replace(options, month=None, start=iso_z(early.start), end=iso_z(late.end))
-    with opened(span, check_period=False) as run:
+    with opened(span, check_period=False, presents=True) as run:
         require_cost_data(run.inputs.costs, named[0], "--month")
         require_cost_data(run.inputs.costs, named[1], named[2])
         first = replace(run, period=early).allocate().result
         second = first if early == late else replace(run, period=late).allocate().result
+        shown = {labels[0]: first, labels[1]: second} if first.ledger is not None else {}
+        first, second = first.ledger or first, second.ledger or second
         _unknown_client(client, [first, second], list(labels))
         ruleset = run.inputs.ruleset
         comparison = compare_months(
             first, second, labels, ruleset, lambda rules, p: quiet_allocate(run.inputs, rules, p)
         )
-    return comparison, ruleset.currency
+    return comparison, ruleset.currency, shown
 
 
 def _from_store(

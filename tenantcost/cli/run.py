@@ -122,9 +122,15 @@ class Run:
     engine: Engine | None
     currency: str | None = None
     """``--currency``: the presentation currency asked for (:mod:`tenantcost.presentation`)."""
+    presents: bool = False
+    """The command shows converted figures (``allocate``, ``compare``, ``reconcile``,
+    ``explain``); every other command (``report``, ``export``, ``unit-economics``) keeps
+    the ledger currency whatever ``presentation:`` says."""
 
     @property
     def shown_currency(self) -> str:
+        if not self.presents:
+            return self.inputs.ruleset.currency
         return presentation_currency(self.inputs.ruleset, self.currency)
 
     def present(self, result: AllocationResult) -> AllocationResult:
@@ -207,7 +213,9 @@ def require_config(options: RunOptions) -> Path:
 
 
 @contextmanager
-def opened(options: RunOptions, *, check_period: bool = True) -> Iterator[Run]:
+def opened(
+    options: RunOptions, *, check_period: bool = True, presents: bool = False
+) -> Iterator[Run]:
     """The run sequence's start: resolve the period, load the inputs (a period without cost
     data is refused: :func:`require_cost_data`; ``explain`` checks each of its months
     itself), open the engine."""
@@ -228,7 +236,7 @@ def opened(options: RunOptions, *, check_period: bool = True) -> Iterator[Run]:
     if period is not None and check_period:
         require_cost_data(inputs.costs, period, "--month" if options.month else "--from/--to")
     with open_engine(options.engine, options.scheduler, options.workers) as engine:
-        yield Run(inputs, period, chunk, engine, options.currency)
+        yield Run(inputs, period, chunk, engine, options.currency, presents)
 
 
 def require_cost_data(costs: pd.DataFrame, period: Period, option: str) -> None:
@@ -293,7 +301,7 @@ def allocate(options: RunOptions, key: str | None, fmt: str) -> None:
     """``allocate``: totals, sources and cascade (or JSON/CSV); files with ``--out``."""
     check_format(fmt, ("table", "json", "csv"))
     out = options.out
-    with opened(options) as run:
+    with opened(options, presents=True) as run:
         lines_out = None
         if out is not None:
             prepare_out_dir(out)
@@ -320,7 +328,7 @@ def compare(options: RunOptions, keys: str, fmt: str) -> None:
     key_list = [k.strip() for k in keys.split(",") if k.strip()]
     if len(key_list) < 2:
         raise InputError(f"--keys: give at least two keys separated by commas, got '{keys}'")
-    with opened(options) as run:
+    with opened(options, presents=True) as run:
         _responses_saved(run.inputs, options.out)
         results = {k: run.allocate(k).result for k in key_list}
     if fmt == "json":
@@ -334,7 +342,7 @@ def reconcile(options: RunOptions, key: str | None, fmt: str, against: str = "op
     check_format(fmt, ("table", "json"))
     if against not in ("opencost", "invoice"):
         raise InputError(f"--against: expected opencost or invoice, got '{against}'")
-    with opened(options) as run:
+    with opened(options, presents=True) as run:
         _responses_saved(run.inputs, options.out)
         allocation = run.allocate(key, audit=True)
     result, casc = allocation.result, allocation.cascade
