@@ -9,9 +9,9 @@ quotes on working days. Then, alternately ``--repeat`` times, two separate proce
 the whole command a user runs:
 
 * ``tenantcost allocate --config RULES --format json`` (the ledger, USD);
-* ``tenantcost allocate --config RULES --format json --currency EUR`` (policy ``daily``:
-  the lines summed per day in the engine, every figure converted exactly and rounded top
-  down).
+* ``tenantcost allocate --config RULES --format json --currency EUR`` (``--policy daily``:
+  the lines summed per day in the engine; ``monthly_average``: one rate for the month, so
+  no day rows; every figure converted exactly and rounded top down).
 
 Wall time, medians; the converted document must close (gap 0) and hold every client's
 ``ledger_amount`` equal to the ledger run's amount, or the script exits with status 1.
@@ -56,10 +56,10 @@ def write_rates(out: Path) -> None:
     (out / "rates.csv").write_text("\n".join(rows) + "\n")
 
 
-def converting_rules(rules: Path) -> Path:
+def converting_rules(rules: Path, policy: str) -> Path:
     text = rules.read_text()
-    converted = rules.with_name("rules-fx.yaml")
-    converted.write_text(text + "\nfx:\n  rates: [rates.csv]\n  policy: daily\n")
+    converted = rules.with_name(f"rules-fx-{policy}.yaml")
+    converted.write_text(text + f"\nfx:\n  rates: [rates.csv]\n  policy: {policy}\n")
     return converted
 
 
@@ -78,11 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--services", type=int, default=3)
     parser.add_argument("--hours", type=int, default=744)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--policy", default="daily", choices=("daily", "monthly_average"))
     parser.add_argument("--data-dir", type=Path, default=Path("/tmp/tenantcost-bench-fx"))
     args = parser.parse_args(argv)
     rules = ensure_data(args.data_dir, args.clients, args.services, args.hours)
     write_rates(args.data_dir)
-    fx_rules = converting_rules(rules)
+    fx_rules = converting_rules(rules, args.policy)
     tool = [sys.executable, "-m", "tenantcost", "allocate", "--format", "json"]
     ledger_times, converted_times = [], []
     for _ in range(args.repeat):
@@ -100,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     base, with_fx = statistics.median(ledger_times), statistics.median(converted_times)
     print(
         f"| {args.clients:,} clients x {args.services} services x {args.hours} h | "
+        f"{args.policy} | "
         f"{base:.1f} s | {with_fx:.1f} s | {100 * (with_fx - base) / base:+.1f} % |"
     )
     print(f"runs: ledger {ledger_times}, converted {converted_times}", file=sys.stderr)

@@ -141,20 +141,29 @@ def _line_exact(result: AllocationResult, weights: _Weights) -> np.ndarray:
     lines = result.lines
     if lines.empty:
         return np.zeros(0, dtype=object)
-    if result.line_days is None:  # window-level lines: each row is one window
+    if result.line_days is None and "windows" not in lines:  # window-level lines
         return weights.exact(lines["amount"], _days(lines["window_start"]))
+    if result.line_days is None:  # period lines, and one rate for the whole period
+        if len(set(weights.by_day.values())) > 1:
+            raise ValueError("period lines need their days for more than one rate")
+        weight = next(iter(weights.by_day.values()), 0)
+        return np.asarray(lines["amount"].astype("int64").tolist(), dtype=object) * weight
     daily = result.line_days
-    exact = weights.exact(daily["amount"], pd.to_datetime(daily["day"]))
-    sums = (
-        daily[LINE_KEYS]
-        .assign(exact=pd.Series(exact, dtype=object))
-        .groupby(LINE_KEYS, sort=False, observed=True)["exact"]
-        .sum()
-    )
-    keyed = lines[LINE_KEYS].assign(key=lines["key"].fillna("").astype("str"))
-    index = pd.MultiIndex.from_frame(keyed.astype("str"))
-    sums.index = pd.MultiIndex.from_frame(sums.index.to_frame().astype("str"))
-    found = sums.reindex(index)
+    # Lines x days as one int64 matrix (a day cut by a chunk boundary adds up in it), then
+    # one exact dot product per line with the days' integer weights: no Python int per row.
+    codes = daily.groupby(LINE_KEYS, sort=False, observed=True).ngroup().to_numpy()
+    day_codes, day_values = pd.factorize(pd.to_datetime(daily["day"]))
+    matrix = np.zeros((int(codes.max()) + 1 if len(codes) else 0, len(day_values)), "int64")
+    np.add.at(matrix, (codes, day_codes), daily["amount"].to_numpy(dtype="int64"))
+    day_weights = np.asarray([weights.by_day[pd.Timestamp(d)] for d in day_values], object)
+    exact = matrix.astype(object).dot(day_weights) if len(day_values) else matrix[:, 0]
+    # ngroup numbers groups by first appearance: a row starts a group where its code passes
+    # every code before it.
+    first = np.flatnonzero(np.r_[True, codes[1:] > np.maximum.accumulate(codes)[:-1]])
+    keys = daily[LINE_KEYS].iloc[first].astype("str")
+    sums = pd.Series(exact, index=pd.MultiIndex.from_frame(keys), dtype=object)
+    keyed = lines[LINE_KEYS].assign(key=lines["key"].fillna("")).astype("str")
+    found = sums.reindex(pd.MultiIndex.from_frame(keyed))
     if found.isna().any():
         raise ValueError("a period line has no day lines")  # pragma: no cover - fold invariant
     return np.asarray(found.tolist(), dtype=object)

@@ -54,6 +54,17 @@ def rates_for(ruleset: RuleSet, stored: pd.DataFrame | None = None) -> tuple[pd.
     return merge_rates(frames), ", ".join(labels) or "rule file"
 
 
+def needs_days(ruleset: RuleSet, start: pd.Timestamp, end: pd.Timestamp) -> bool:
+    """Whether converting ``[start, end)`` needs the lines per day: with more than one rate
+    in the period (the daily policy, or a period over several months). One rate converts
+    the period's lines as they are, so the engine keeps no day rows."""
+    fx = ruleset.fx
+    if fx is None or fx.policy == "daily":
+        return True
+    last = end - pd.Timedelta(microseconds=1)
+    return (start.year, start.month) != (last.year, last.month)
+
+
 def present(
     result: AllocationResult,
     ruleset: RuleSet,

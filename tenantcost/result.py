@@ -60,7 +60,8 @@ class AllocationResult:
     """Billed lines outside the clusters split as pools (``billed:`` shared entries)."""
     line_days: pd.DataFrame | None = None
     """With ``days=True`` (a conversion at daily rates), the lines per client, source and UTC
-    day (``tenantcost.split.DAY_LINE_COLUMNS``); window-level lines need none."""
+    day (``tenantcost.split.DAY_LINE_COLUMNS``; a day cut by a chunk boundary has one row per
+    chunk, so readers sum per line); window-level lines need none."""
     fx: dict[str, Any] | None = None
     """A result converted into a presentation currency (``tenantcost.convert``): the rates
     used (``tenantcost.fx.Conversion.document``); None for a ledger result."""

@@ -494,24 +494,6 @@ def fetch_lines(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     return con.execute(f"SELECT {', '.join(LINE_COLUMNS)} FROM lines").df()
 
 
-DAY_LINE_COLUMNS = ["rule_id", "client", "source", "kind", "key", "day", "amount"]
-"""Columns of :func:`fetch_day_lines` (and of ``AllocationResult.line_days``)."""
-
-
-def fetch_day_lines(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-    """The last split's lines summed per UTC day (of each window's start), for a conversion
-    at daily exchange rates (``tenantcost.convert``): one row per client, source and day."""
-    return (
-        con.sql(
-            "SELECT rule_id, client, source, kind, coalesce(key, '') AS key, "
-            "CAST(window_start AS DATE) AS day, sum(amount)::BIGINT AS amount "
-            "FROM lines GROUP BY ALL"
-        )
-        .to_arrow_table()
-        .to_pandas()
-    )
-
-
 def fetch_unattributed(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     return con.execute(f"SELECT {', '.join(UNATTRIBUTED_COLUMNS)} FROM unattributed").df()
 
@@ -588,25 +570,31 @@ def _limbs(value: str, name: str) -> str:
     )
 
 
-PERIOD_LINE_SQL = f"""
-    WITH keyed_sums AS (
+_NO_CLIENT = "(SELECT coalesce(min(cid), -1) FROM t_clients WHERE client = '')"
+_WINDOW_SUMS = """min(p.window_start) AS window_start, max(p.window_end) AS window_end,
+               sum(k.weight) AS weight, sum(k.total) AS total, sum(k.amount) AS amount,
+               count(*) AS windows"""
+_KEYED_SUMS = f"""
         -- Aggregate on integer keys first (spec, client); labels are joined afterwards.
-        SELECT p.spec, k.client, min(p.window_start) AS window_start,
-               max(p.window_end) AS window_end, sum(k.weight) AS weight,
-               sum(k.total) AS total, sum(k.amount) AS amount, count(*) AS windows
+        SELECT p.spec, k.client, {_WINDOW_SUMS}
         FROM keyed k JOIN t_pools p ON p.pool = k.pool
-        WHERE k.client <> (SELECT coalesce(min(cid), -1) FROM t_clients WHERE client = '')
-        GROUP BY p.spec, k.client
+        WHERE k.client <> {_NO_CLIENT}
+        GROUP BY p.spec, k.client"""
+_IDLE_SUMS = f"""
+        SELECT p.rule_id, p.method AS key, k.client, {_WINDOW_SUMS}
+        FROM idle_parts k JOIN t_idle_pools p ON p.pool = k.pool
+        GROUP BY p.rule_id, p.method, k.client"""
+
+
+def _period_line_sql(keyed_sums: str, idle_sums: str) -> str:
+    """The period lines from per-(spec, client) and per-(rule, method, client) sums."""
+    return f"""
+    WITH keyed_sums AS ({keyed_sums}
     ),
     spec_labels AS (
         SELECT DISTINCT spec, rule_id, source, kind, key FROM t_pools
     ),
-    idle_sums AS (
-        SELECT p.rule_id, p.method AS key, k.client, min(p.window_start) AS window_start,
-               max(p.window_end) AS window_end, sum(k.weight) AS weight,
-               sum(k.total) AS total, sum(k.amount) AS amount, count(*) AS windows
-        FROM idle_parts k JOIN t_idle_pools p ON p.pool = k.pool
-        GROUP BY p.rule_id, p.method, k.client
+    idle_sums AS ({idle_sums}
     )
     SELECT s.window_start, s.window_end, l.rule_id, c.client, l.source, l.kind, l.key,
            {_limbs("s.weight", "measure")}, {_limbs("s.total", "total")},
@@ -619,6 +607,82 @@ PERIOD_LINE_SQL = f"""
            i.amount::BIGINT, i.windows::BIGINT
     FROM idle_sums i JOIN t_clients c ON c.cid = i.client
 """
+
+
+PERIOD_LINE_SQL = _period_line_sql(_KEYED_SUMS, _IDLE_SUMS)
+
+_POOL_DAYS = "(SELECT *, CAST(window_start AS DATE) AS day FROM {pools})"
+DAY_SUMS_SQL = f"""
+    CREATE OR REPLACE TEMP TABLE keyed_days AS
+        SELECT p.spec, k.client, p.day, {_WINDOW_SUMS}
+        FROM keyed k JOIN {_POOL_DAYS.format(pools="t_pools")} p ON p.pool = k.pool
+        WHERE k.client <> {_NO_CLIENT}
+        GROUP BY p.spec, k.client, p.day;
+    CREATE OR REPLACE TEMP TABLE idle_days AS
+        SELECT p.rule_id, p.method AS key, k.client, p.day, {_WINDOW_SUMS}
+        FROM idle_parts k JOIN {_POOL_DAYS.format(pools="t_idle_pools")} p ON p.pool = k.pool
+        GROUP BY p.rule_id, p.method, k.client, p.day;
+"""
+"""A split's sums per UTC day (of each window's start), on integer keys, when a run also
+wants its lines per day (a conversion at daily exchange rates): the period lines
+(:data:`PERIOD_FROM_DAYS_SQL`) and the day lines are both read from these, so the split's
+rows are aggregated once. The day is computed per pool, not per row."""
+
+_FROM_DAYS = """min(window_start) AS window_start, max(window_end) AS window_end,
+               sum(weight)::HUGEINT AS weight, sum(total)::HUGEINT AS total,
+               sum(amount) AS amount, sum(windows) AS windows"""
+PERIOD_FROM_DAYS_SQL = _period_line_sql(
+    f"SELECT spec, client, {_FROM_DAYS} FROM keyed_days GROUP BY spec, client",
+    f"SELECT rule_id, key, client, {_FROM_DAYS} FROM idle_days GROUP BY rule_id, key, client",
+)
+""":data:`PERIOD_LINE_SQL` from the day sums: the same sums, in two steps."""
+DAY_LINE_SQL = """
+    SELECT s.spec, c.client, s.day, s.amount::BIGINT AS amount
+    FROM keyed_days s JOIN t_clients c ON c.cid = s.client
+"""
+"""A chunk's keyed lines per day, labelled by spec (an integer) and client only: the spec's
+labels (:data:`SPEC_LABEL_SQL`) are joined once in the fold, not on every row."""
+SPEC_LABEL_SQL = (
+    "SELECT DISTINCT spec, rule_id, source, kind, coalesce(key, '') AS key FROM t_pools"
+)
+IDLE_DAY_LINE_SQL = """
+    SELECT i.rule_id, c.client, 'idle' AS source, 'idle' AS kind, coalesce(i.key, '') AS key,
+           i.day, i.amount::BIGINT AS amount
+    FROM idle_days i JOIN t_clients c ON c.cid = i.client
+"""
+DAY_LINE_COLUMNS = ["rule_id", "client", "source", "kind", "key", "day", "amount"]
+"""Columns of the lines per day (``AllocationResult.line_days``)."""
+
+
+@dataclass
+class DayLines:
+    """A chunk's lines per UTC day: keyed lines by spec and client (``spec, client, day,
+    amount``), the labels of its specs, and the idle lines with their labels
+    (:data:`DAY_LINE_COLUMNS`)."""
+
+    keyed: pd.DataFrame
+    specs: pd.DataFrame
+    idle: pd.DataFrame
+
+
+def fetch_period_and_day_lines(
+    con: duckdb.DuckDBPyConnection,
+) -> tuple[pd.DataFrame, DayLines]:
+    """The last split's period lines (as :func:`fetch_period_lines`) and its lines per client,
+    source and UTC day, for a conversion at daily exchange rates (``tenantcost.convert``):
+    the split's rows are summed once per day on integer keys (:data:`DAY_SUMS_SQL`), both are
+    read from those sums, and labels are joined last."""
+    try:
+        con.execute(DAY_SUMS_SQL)
+        period = con.sql(PERIOD_FROM_DAYS_SQL).to_arrow_table().to_pandas()
+        days = DayLines(
+            con.sql(DAY_LINE_SQL).to_arrow_table().to_pandas(),
+            con.sql(SPEC_LABEL_SQL).to_arrow_table().to_pandas(),
+            con.sql(IDLE_DAY_LINE_SQL).to_arrow_table().to_pandas(),
+        )
+    except (duckdb.OutOfRangeException, duckdb.ConversionException) as exc:
+        raise InternalError(f"period sums out of range: {_first_line(exc)}") from exc
+    return period, days
 
 
 def fetch_period_lines(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:

@@ -29,7 +29,7 @@ from tenantcost.engine import Engine
 from tenantcost.errors import InputError
 from tenantcost.inputs import Inputs, load_inputs
 from tenantcost.invoice import invoice_cascade
-from tenantcost.presentation import present, presentation_currency
+from tenantcost.presentation import needs_days, present, presentation_currency
 from tenantcost.progress import chunk_progress
 from tenantcost.reconcile import Cascade, cascade, require_closed
 from tenantcost.report.sheet_view import SheetView
@@ -137,6 +137,15 @@ class Run:
         """``result`` in the shown currency (itself when that is the ledger's)."""
         return present(result, self.inputs.ruleset, self.shown_currency)
 
+    def _needs_days(self) -> bool:
+        """A conversion with more than one rate in the period needs the lines per day."""
+        if self.period is not None:
+            start, end = self.period.start, self.period.end
+        else:
+            costs = self.inputs.costs
+            start, end = costs["window_start"].min(), costs["window_end"].max()
+        return needs_days(self.inputs.ruleset, pd.Timestamp(start), pd.Timestamp(end))
+
     def allocate(
         self, key: str | None = None, *, lines_out: Path | None = None, audit: bool = False
     ) -> Allocation:
@@ -165,7 +174,7 @@ class Run:
                 con=self.inputs.con,
                 engine=self.engine,
                 billed=self.inputs.billing,
-                days=converting,
+                days=converting and self._needs_days(),
             )
         self._with_invoice(result)
         result = self.present(result)
@@ -191,7 +200,7 @@ class Run:
                 con=self.inputs.con,
                 engine=self.engine,
                 billed=self.inputs.billing,
-                days=converting,
+                days=converting and self._needs_days(),
             )
         for r in results:
             self._with_invoice(r)

@@ -17,9 +17,10 @@ import pandas as pd
 from tenantcost.kinds import Detail
 from tenantcost.plan import Plan
 from tenantcost.split import (
+    DayLines,
     SplitTables,
-    fetch_day_lines,
     fetch_lines,
+    fetch_period_and_day_lines,
     fetch_period_lines,
     fetch_pool_clients,
     fetch_unattributed,
@@ -105,7 +106,7 @@ class ChunkOutput:
     """Per pool source, the fewest clients a window split it among (``fetch_pool_clients``)."""
     also: tuple[ChunkOutput, ...] = ()
     """The outputs of the task's ``also`` plans, in their order."""
-    day_lines: pd.DataFrame | None = None
+    day_lines: DayLines | None = None
     """With ``ChunkTask.days``: the chunk's lines per client, source and UTC day."""
 
 
@@ -169,10 +170,15 @@ def _split_chunk(
 ) -> ChunkOutput:
     """Split the materialised chunk (``chunk_usage``) under one plan's tables."""
     run_split(con, task.tables, "SELECT * FROM chunk_usage", source.metrics)
-    lines = fetch_lines(con) if task.detail == Detail.WINDOW else fetch_period_lines(con)
+    day_lines = None
+    if task.detail == Detail.WINDOW:
+        lines = fetch_lines(con)
+    elif task.days:
+        lines, day_lines = fetch_period_and_day_lines(con)
+    else:
+        lines = fetch_period_lines(con)
     if task.lines_part is not None:
         task.lines_part(con, task.direct_lines)
-    day_lines = fetch_day_lines(con) if task.days and task.detail == Detail.PERIOD else None
     return ChunkOutput(
         task.index,
         lines,

@@ -24,6 +24,7 @@ from tenantcost.split import (
     MEASURE_LIMB_COLUMNS,
     MEASURE_SCALE,
     POOL_CLIENT_COLUMNS,
+    DayLines,
 )
 from tenantcost.tables import (
     LINE_DTYPES,
@@ -128,7 +129,7 @@ class Fold:
         self.orphan_first: pd.Series | None = None
         self.usage_rows = 0
         self.pool_client_parts: list[pd.DataFrame] = []
-        self.day_parts: list[pd.DataFrame] | None = None
+        self.day_parts: list[DayLines] | None = None
 
     def add(self, out: ChunkOutput) -> None:
         """Take in one chunk's output (chunks must come in order)."""
@@ -198,8 +199,10 @@ class Fold:
         )
 
     def line_days(self) -> pd.DataFrame | None:
-        """The chunks' day lines and the plan's direct lines, summed per client, source and
-        UTC day; None unless the chunks were asked for them."""
+        """The chunks' day lines and the plan's direct lines, per client, source and UTC day;
+        None unless the chunks were asked for them. A day cut by a chunk boundary has a row
+        per chunk: not summed here, since every reader sums per line (``tenantcost.convert``)
+        and a group-by over a million rows of labels would cost more than the conversion."""
         if self.day_parts is None:
             return None
         direct = self.plan.direct_lines
@@ -207,15 +210,24 @@ class Fold:
             key=direct["key"].fillna(""),
             day=direct["window_start"].dt.tz_convert("UTC").dt.tz_localize(None).dt.normalize(),
         )[DAY_LINE_COLUMNS]
-        parts = [p.astype({"day": "datetime64[ns]"}) for p in self.day_parts if not p.empty]
-        frame = pd.concat([*parts, direct_days], ignore_index=True)
-        keys = DAY_LINE_COLUMNS[:-1]
-        return (
-            frame.groupby(keys, sort=True, observed=True)["amount"]
-            .sum()
-            .reset_index()
-            .astype({"amount": "int64"})
+        keyed = [p.keyed for p in self.day_parts if not p.keyed.empty]
+        frames = [direct_days, *(p.idle for p in self.day_parts if not p.idle.empty)]
+        if keyed:
+            rows = pd.concat(keyed, ignore_index=True)
+            labels = (
+                pd.concat([p.specs for p in self.day_parts], ignore_index=True)
+                .drop_duplicates("spec")
+                .set_index("spec")
+            )
+            named = labels.reindex(rows["spec"]).reset_index(drop=True)
+            frames.append(
+                named.assign(client=rows["client"], day=rows["day"], amount=rows["amount"])
+            )
+        frame = pd.concat(
+            [f[DAY_LINE_COLUMNS].astype({"day": "datetime64[ns]"}) for f in frames],
+            ignore_index=True,
         )
+        return frame.astype({"amount": "int64"})
 
     def result(self, chunks: int) -> AllocationResult:
         """The allocation result of the folded run."""
