@@ -266,3 +266,13 @@ def test_explain_in_another_currency_has_an_fx_part_and_adds_up(tmp_path, septem
         == str(Fraction(doc["to_amount"], ledger["to_amount"]))
         or "." in doc["fx"]["effective_rates"]["month"]
     )
+
+
+def test_commands_that_do_not_convert_keep_the_ledger_currency(tmp_path: Path):
+    """``presentation: EUR`` changes what allocate shows, never the report pack (nor the
+    FOCUS export, which stays in BillingCurrency)."""
+    done = runner.invoke(app, ["report", "--config", str(EXAMPLE / "rules.yaml"), "--out",
+                               str(tmp_path / "pack"), "--format", "md"])  # fmt: skip
+    assert done.exit_code == 0, done.output
+    sheets = "".join(p.read_text() for p in (tmp_path / "pack").rglob("*.md"))
+    assert "USD" in sheets and "EUR" not in sheets

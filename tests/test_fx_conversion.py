@@ -150,13 +150,18 @@ def test_no_figure_depends_on_input_order(month, seed):
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(month=months())
-def test_period_lines_convert_as_window_lines(month):
-    """The engine's period lines (summed per day in DuckDB) give the same figures."""
+@given(month=months(), chunk_hours=st.sampled_from([5, 24 * 30]))
+def test_period_lines_convert_as_window_lines(month, chunk_hours):
+    """The engine's period lines (summed per day in DuckDB, in chunks that may cut a day)
+    give the same figures, and the same period lines as a run without day sums."""
     cost, use = month
     ruleset = rules(BASIC_RULES)
     _, by_window, rates = converted(cost, use, "GBP")
-    ledger = allocate_stream(cost, FrameUsage(use, origin="usage"), ruleset, days=True)
+    chunk = pd.Timedelta(hours=chunk_hours)
+    source = FrameUsage(use, origin="usage")
+    ledger = allocate_stream(cost, source, ruleset, days=True, chunk=chunk)
+    plain = allocate_stream(cost, source, ruleset, chunk=chunk)
+    pd.testing.assert_frame_equal(ledger.lines, plain.lines)
     fx = Fx(rates=["rates.csv"])
     conversion = build_conversion(rates, fx, "USD", "GBP", result_days(ledger), "rates.csv")
     by_period = convert_result(ledger, conversion)
