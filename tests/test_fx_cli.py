@@ -141,6 +141,14 @@ def test_csv_and_reconcile_and_compare_convert():
     compare = runner.invoke(app, ["compare", "--config", str(EXAMPLE / "rules.yaml"),
                                   "--keys", "requests,even"])  # fmt: skip
     assert compare.exit_code == 0 and "Amounts in EUR" in compare.stdout
+    compared = json.loads(
+        runner.invoke(app, ["compare", "--config", str(EXAMPLE / "rules.yaml"), "--keys",
+                            "requests,even", "--format", "json"]).stdout
+    )  # fmt: skip
+    assert compared["fx"]["currency"] == "EUR" and compared["ledger_pool_total"]["even"] == 270e6
+    acme = next(c for c in compared["clients"] if c["client"] == "acme")
+    assert acme["amounts"]["requests"] == 138_632_873
+    assert acme["ledger_amounts"] == {"requests": 150_000_000, "even": 135_000_000}
 
 
 def rates_file(tmp_path: Path, body: str) -> Path:

@@ -32,9 +32,10 @@ def compare_document(results: dict[str, AllocationResult]) -> dict[str, Any]:
     keys = list(results)
     first = results[keys[0]]
     frame = compare_frame(results)
-    return {
+    document = {
         "currency": first.currency,
         "money": money_header(first.currency),
+        **({"fx": first.fx} if first.fx is not None else {}),
         "period": {
             "start": iso_z(first.period.start),
             "end": iso_z(first.period.end),
@@ -57,6 +58,24 @@ def compare_document(results: dict[str, AllocationResult]) -> dict[str, Any]:
             for row in frame.to_dict("records")
         ],
     }
+    return _with_ledger(document, results)
+
+
+def _with_ledger(document: dict[str, Any], results: dict[str, AllocationResult]) -> dict[str, Any]:
+    """A converted comparison with the ledger's figures beside the presented ones:
+    ``ledger_pool_total`` and each client's ``ledger_amounts`` (the same rates convert every
+    key's split, so a change in % is the ledger's change up to rounding)."""
+    ledgers = {k: r.ledger for k, r in results.items()}
+    if any(ledger is None for ledger in ledgers.values()):
+        return document
+    document["ledger_pool_total"] = {k: r.pool_total() for k, r in ledgers.items() if r}
+    frame = compare_frame({k: r for k, r in ledgers.items() if r is not None})
+    by_client = {
+        row["client"]: {k: int(row[k]) for k in results} for row in frame.to_dict("records")
+    }
+    for client in document["clients"]:
+        client["ledger_amounts"] = by_client.get(client["client"], dict.fromkeys(results, 0))
+    return document
 
 
 def compare_table(results: dict[str, AllocationResult]) -> str:
