@@ -752,7 +752,7 @@ def converted_bridge(
         rate = Fraction(1)
     now = Fraction(after, ledger.to_amount) if ledger.to_amount else rate
     parts = ledger.parts.copy()
-    at_rate = _round_half_even(ledger.to_amount * rate) - before
+    at_rate = round(ledger.to_amount * rate) - before  # Fraction: half to even
     exact = np.asarray([int(a) * rate.numerator for a in parts["amount"].tolist()], dtype=object)
     labels = parts["effect"].astype("str") + "\x1f" + parts["source"].astype("str")
     parts["amount"] = (
@@ -784,7 +784,3 @@ def converted_bridge(
         ledger=ledger,
         fx={**fx, "effective_rates": effective},
     )
-
-
-def _round_half_even(value: Fraction) -> int:
-    return round(value)

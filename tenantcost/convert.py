@@ -35,13 +35,13 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from datetime import date
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from tenantcost.economics import div_half_even
 from tenantcost.fx import Conversion
-from tenantcost.kinds import CostClass, LineKind
+from tenantcost.kinds import RESIDUAL_CLASSES, CostClass, LineKind
 from tenantcost.result import AllocationResult
 from tenantcost.split import DAY_LINE_COLUMNS
 
@@ -89,14 +89,6 @@ class _Weights:
         )
 
 
-def _round_half_even(numerator: int, denominator: int) -> int:
-    quotient, remainder = divmod(numerator, denominator)
-    twice = 2 * remainder
-    if twice > denominator or (twice == denominator and quotient % 2 == 1):
-        return quotient + 1
-    return quotient
-
-
 def split_exact(
     exact: np.ndarray,
     groups: np.ndarray,
@@ -128,12 +120,6 @@ def split_exact(
         raise ValueError("a target is not within one unit per part of its exact value")
     bonus = pd.Series((rank < wanted).astype("int64"), index=ordered.index).sort_index()
     return (np.asarray(frame["floor"].tolist(), dtype="int64") + bonus.to_numpy()).astype("int64")
-
-
-def _group_codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
-    if frame.empty:
-        return np.zeros(0, dtype="int64")
-    return frame.groupby(columns, sort=True, observed=True, dropna=False).ngroup().to_numpy()
 
 
 def _line_exact(result: AllocationResult, weights: _Weights) -> np.ndarray:
@@ -210,7 +196,7 @@ def convert_result(result: AllocationResult, conversion: Conversion) -> Allocati
     )
     idle_given = int(sum(line_x[idle_lines].tolist()))
     classes = result.residual["class"].astype("str") if not result.residual.empty else None
-    for cls in (CostClass.IDLE, CostClass.OVERHEAD, CostClass.RESERVE):
+    for cls in RESIDUAL_CLASSES:
         chosen = (classes == str(cls)).to_numpy() if classes is not None else np.zeros(0, bool)
         value = int(sum(resid_x[chosen].tolist()))
         parts[f"residual\x1f{cls}"] = value - (idle_given if cls == CostClass.IDLE else 0)
@@ -219,7 +205,7 @@ def convert_result(result: AllocationResult, conversion: Conversion) -> Allocati
         parts[f"excluded\x1f{key}"] = value
     parts["unclassified"] = int(sum(uncl_x.tolist()))
 
-    total = _round_half_even(sum(parts.values()), den)
+    total = int(div_half_even(sum(parts.values()), den))
     names = list(parts)
     amounts = split_exact(
         np.asarray([parts[n] for n in names], dtype=object),
@@ -262,7 +248,7 @@ def convert_result(result: AllocationResult, conversion: Conversion) -> Allocati
     residual_targets = {
         str(cls): part_amount[f"residual\x1f{cls}"]
         + (idle_converted if cls == CostClass.IDLE else 0)
-        for cls in (CostClass.IDLE, CostClass.OVERHEAD, CostClass.RESERVE)
+        for cls in RESIDUAL_CLASSES
     }
     residual = by_group(
         result.residual, resid_x,
@@ -319,11 +305,3 @@ def _reference_parts(result: AllocationResult, total: int) -> dict[str, int]:
     exact = np.asarray([ledger[n] * total for n in names], dtype=object)
     amounts = split_exact(exact, np.zeros(3, dtype="int64"), {0: total}, pd.Series(names), whole)
     return dict(zip(names, amounts.tolist(), strict=True))
-
-
-def ledger_amounts(result: AllocationResult) -> dict[str, Any]:
-    """The ledger figures a converted document states beside the converted ones."""
-    ledger = result.ledger
-    if ledger is None:
-        return {}
-    return {"ledger_reference_total": ledger.reference_total}

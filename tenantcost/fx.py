@@ -238,22 +238,19 @@ def _daily(
                 where="fx.rates",
             )
         out[day] = DayRate(day, published[when], when, provisional=day > last)
-    used = [
-        {
-            "date": d.day.isoformat(),
-            "rate": d.multiplier.text,
-            **({"published": d.published.isoformat()} if d.published not in (None, d.day) else {}),
-            **({"quotes": [q.document() for q in d.multiplier.quotes]}
-               if _is_cross(d.multiplier) else {}),
-        }
-        for d in out.values()
-    ]  # fmt: skip
+    used = [_rate_entry(d.day, d.multiplier, d.published) for d in out.values()]
     return Conversion(ledger, target, "daily", source, out, rates_used=used)
 
 
-def _is_cross(multiplier: Multiplier) -> bool:
-    """Formed from quotes rather than one published ``ledger -> target`` decimal."""
-    return "/" in multiplier.text
+def _rate_entry(day: date, multiplier: Multiplier, published: date | None = None) -> dict[str, Any]:
+    """One entry of the ``fx.rates`` list: the day, its multiplier's text, the publication
+    date when an earlier rate was carried, and the quotes a ratio was formed from."""
+    entry: dict[str, Any] = {"date": day.isoformat(), "rate": multiplier.text}
+    if published is not None and published != day:
+        entry["published"] = published.isoformat()
+    if "/" in multiplier.text:  # formed from quotes, not one published decimal
+        entry["quotes"] = [q.document() for q in multiplier.quotes]
+    return entry
 
 
 def _monthly(
@@ -286,15 +283,7 @@ def _monthly(
         for d in month_days:
             out[d] = DayRate(d, multiplier, None, provisional=d > last, period=month)
         periods.append({"month": month, "rate": text, "published_days": len(chosen)})
-        used += [
-            {
-                "date": w.isoformat(),
-                "rate": published[w].text,
-                **({"quotes": [q.document() for q in published[w].quotes]}
-                   if _is_cross(published[w]) else {}),
-            }
-            for w in chosen
-        ]  # fmt: skip
+        used += [_rate_entry(w, published[w]) for w in chosen]
     return Conversion(ledger, target, fx.policy, source, out, periods, used)
 
 

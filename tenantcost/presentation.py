@@ -7,21 +7,23 @@ First match wins (docs/currency.md):
 3. the rule file's ``presentation:``;
 4. the ledger currency (``currency:``), when nothing converts.
 
-The rates come from the rule file's ``fx.rates`` (the bundled ECB history, rate files) and,
-in the store, from the batches ``tenantcost fx load`` stored; a later source wins for the
-same date and pair.
+The rates come from the rule file's ``fx.rates`` (the bundled ECB history, rate files); a
+user's file wins over the ECB for the same date and pair
+(:func:`tenantcost.readers.fx_rates.merge_rates`). The store's runs do not convert yet: the
+rates ``tenantcost fx load`` keeps are merged the same way (``tenantcost.store.fx_rates``).
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
+from tenantcost.config.fx import ECB
 from tenantcost.config.rules import RuleSet
 from tenantcost.convert import convert_result, result_days
 from tenantcost.currency import require_currency
 from tenantcost.errors import InputError
 from tenantcost.fx import build_conversion
-from tenantcost.readers.fx_rates import ecb_label, merge_rates, read_rates
+from tenantcost.readers.fx_rates import ecb_label, read_rates
 from tenantcost.result import AllocationResult
 
 
@@ -35,23 +37,13 @@ def presentation_currency(
     return client_currency or ruleset.presentation or ruleset.currency
 
 
-def converts(ruleset: RuleSet, asked: str | None) -> bool:
-    """Whether figures of this rule set are shown in another currency than the ledger's."""
-    return presentation_currency(ruleset, asked) != ruleset.currency
-
-
-def rates_for(ruleset: RuleSet, stored: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str]:
-    """The rates table and a label of its sources: the rule file's, then the stored ones."""
+def rates_for(ruleset: RuleSet) -> tuple[pd.DataFrame, str]:
+    """The rule file's rates and a label of their sources."""
     fx = ruleset.fx
     if fx is None:
-        return (stored if stored is not None else read_rates([])), "stored rates"
-    frames = [read_rates(fx.rates)]
-    if stored is not None:
-        frames.append(stored)
-    labels = [ecb_label() if s == "ecb" else s for s in fx.rates]
-    if stored is not None and not stored.empty:
-        labels.append("stored rates")
-    return merge_rates(frames), ", ".join(labels) or "rule file"
+        return read_rates([]), "no rates"
+    labels = [ecb_label() if s == ECB else s for s in fx.rates]
+    return read_rates(fx.rates), ", ".join(labels) or "rule file"
 
 
 def needs_days(ruleset: RuleSet, start: pd.Timestamp, end: pd.Timestamp) -> bool:
@@ -69,7 +61,6 @@ def present(
     result: AllocationResult,
     ruleset: RuleSet,
     currency: str,
-    stored: pd.DataFrame | None = None,
 ) -> AllocationResult:
     """``result`` shown in ``currency``: itself when that is the ledger currency, else
     converted (:func:`tenantcost.convert.convert_result`) with the rule set's policy."""
@@ -82,7 +73,7 @@ def present(
             "fx: section (rates: ecb or a rates file, and a policy) to the rule file",
             where="--currency",
         )
-    rates, source = rates_for(ruleset, stored)
+    rates, source = rates_for(ruleset)
     days = result_days(result)
     window = _rate_window(rates, days, fx.max_age_hours)
     conversion = build_conversion(window, fx, result.currency, currency, days, source)

@@ -284,3 +284,22 @@ def test_commands_that_do_not_convert_keep_the_ledger_currency(tmp_path: Path):
     assert done.exit_code == 0, done.output
     sheets = "".join(p.read_text() for p in (tmp_path / "pack").rglob("*.md"))
     assert "USD" in sheets and "EUR" not in sheets
+
+
+def test_a_parquet_rates_file_converts_as_its_csv(tmp_path: Path):
+    import pandas as pd
+
+    folder = tmp_path / "example"
+    shutil.copytree(EXAMPLE, folder)
+    csv = pd.read_csv(folder / "rates.csv", dtype=str)
+    csv.assign(date=pd.to_datetime(csv["date"]).dt.date, rate=csv["rate"].astype(float)).to_parquet(
+        folder / "rates.parquet"
+    )
+    (folder / "rates.csv").unlink()
+    rules = folder / "rules.yaml"
+    rules.write_text(rules.read_text().replace("rates: [rates.csv]", "rates: [rates.parquet]"))
+    doc = allocate_json(rules)
+    assert {c["client"]: c["amount"] for c in doc["clients"]} == {
+        "acme": 138_632_873, "bravo": 110_983_103,
+    }  # fmt: skip
+    assert doc["fx"]["rates"][0]["quotes"][0]["rate"] == "1.08"  # the float's shortest text

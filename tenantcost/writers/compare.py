@@ -65,11 +65,11 @@ def _with_ledger(document: dict[str, Any], results: dict[str, AllocationResult])
     """A converted comparison with the ledger's figures beside the presented ones:
     ``ledger_pool_total`` and each client's ``ledger_amounts`` (the same rates convert every
     key's split, so a change in % is the ledger's change up to rounding)."""
-    ledgers = {k: r.ledger for k, r in results.items()}
-    if any(ledger is None for ledger in ledgers.values()):
+    ledgers = {k: r.ledger for k, r in results.items() if r.ledger is not None}
+    if len(ledgers) != len(results):
         return document
-    document["ledger_pool_total"] = {k: r.pool_total() for k, r in ledgers.items() if r}
-    frame = compare_frame({k: r for k, r in ledgers.items() if r is not None})
+    document["ledger_pool_total"] = {k: r.pool_total() for k, r in ledgers.items()}
+    frame = compare_frame(ledgers)
     by_client = {
         row["client"]: {k: int(row[k]) for k in results} for row in frame.to_dict("records")
     }
