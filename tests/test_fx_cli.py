@@ -126,9 +126,9 @@ def test_the_json_keeps_every_ledger_figure_and_adds_up():
 
 def test_csv_and_reconcile_and_compare_convert():
     csv = runner.invoke(app, ["allocate", "--config", str(EXAMPLE / "rules.yaml"),
-                              "--format", "csv", "--currency", "JPY"])  # fmt: skip
+                              "--format", "csv", "--currency", "CHF"])  # fmt: skip
     assert csv.exit_code == 1 or csv.exit_code == 2
-    assert "cannot reach JPY from USD" in csv.output
+    assert "cannot reach CHF from USD" in csv.output
     csv = runner.invoke(app, ["allocate", "--config", str(EXAMPLE / "rules.yaml"), "--format",
                               "csv"])  # fmt: skip
     assert csv.stdout.splitlines()[0] == (
@@ -276,14 +276,22 @@ def test_explain_in_another_currency_has_an_fx_part_and_adds_up(tmp_path, septem
     )
 
 
-def test_commands_that_do_not_convert_keep_the_ledger_currency(tmp_path: Path):
-    """``presentation: EUR`` changes what allocate shows, never the report pack (nor the
-    FOCUS export, which stays in BillingCurrency)."""
+def test_report_follows_presentation_and_from_db_refuses_a_currency(tmp_path: Path):
+    """``presentation: EUR`` shows the report pack in EUR too (the sheets carry the
+    conversion); a stored statement is shown as issued, so ``--from-db --currency`` is
+    refused in one line."""
     done = runner.invoke(app, ["report", "--config", str(EXAMPLE / "rules.yaml"), "--out",
                                str(tmp_path / "pack"), "--format", "md"])  # fmt: skip
     assert done.exit_code == 0, done.output
-    sheets = "".join(p.read_text() for p in (tmp_path / "pack").rglob("*.md"))
-    assert "USD" in sheets and "EUR" not in sheets
+    sheet = (tmp_path / "pack" / "clients" / "acme.md").read_text()
+    assert "| **Total** | **138.63 EUR** |" in sheet
+    assert "Your total in USD: **150.00 USD**" in sheet
+    assert "examples/currency" not in sheet  # a client's view names no file
+    refused = cli("report", "--from-db", "--month", "2026-11", "--currency", "EUR", "--out",
+                  str(tmp_path / "db"), cwd=tmp_path)  # fmt: skip
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("error: --currency with --from-db")
+    assert "Traceback" not in refused.stderr
 
 
 def test_a_parquet_rates_file_converts_as_its_csv(tmp_path: Path):

@@ -197,6 +197,7 @@ def report_command(
             "(finance's, with all of them).",
         ),
     ] = SheetView.CLIENT,
+    currency: CurrencyOpt = None,
 ) -> None:
     """Per-client cost sheets, a finance summary and an index (HTML, PDF, Markdown)."""
     from tenantcost.cli import run

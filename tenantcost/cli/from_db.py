@@ -54,6 +54,12 @@ def _check(options: RunOptions, which: FromDb) -> str:
             "--catalog: the unit-economics page is not rendered from the store; use "
             "`tenantcost unit-economics --month M --from-db`"
         )
+    if options.currency:
+        raise InputError(
+            "--currency with --from-db: a stored statement is rendered as issued, in the "
+            "ledger currency; render the month from its files with --currency "
+            "(docs/currency.md, status)"
+        )
     if not options.month:
         raise InputError("--from-db needs --month YYYY-MM (the month to render)")
     return options.month

@@ -124,7 +124,7 @@ class Run:
     """``--currency``: the presentation currency asked for (:mod:`tenantcost.presentation`)."""
     presents: bool = False
     """The command shows converted figures (``allocate``, ``compare``, ``reconcile``,
-    ``explain``); every other command (``report``, ``export``, ``unit-economics``) keeps
+    ``explain``, ``report``); every other command (``export``, ``unit-economics``) keeps
     the ledger currency whatever ``presentation:`` says."""
 
     @property
@@ -415,7 +415,7 @@ def report(
     assert out is not None  # --out is required by the command
     at = parse_generated_at(generated_at)
     pdf_cluster = dask_pdfs(options.engine, options.scheduler, jobs)
-    with opened(options) as run:
+    with opened(options, presents=True) as run:
         keys = alternative_keys(run.inputs)  # the pack's re-runs, in the main run's pass
         base, *others = run.allocate_keys([None, *keys])
         alternatives = {k: o.result for k, o in zip(keys, others, strict=True)}

@@ -40,6 +40,7 @@ from tenantcost.report.display import (
     period_label,
     unit_basis,
 )
+from tenantcost.report.exchange_view import ExchangeView, exchange_view
 from tenantcost.report.invoice_view import BillingBasis, billing_basis
 from tenantcost.report.pack import ReportPack
 from tenantcost.report.privacy import Redaction, too_few_clients, withheld_pools
@@ -182,6 +183,8 @@ class ClientSheet:
     view: SheetView = SheetView.CLIENT
     """Who the sheet is for (:mod:`tenantcost.report.sheet_view`): the templates leave the
     internal items out of the client view."""
+    exchange: ExchangeView | None = None
+    """A sheet in another currency than the ledger's: how to redo the conversion."""
 
     @property
     def heading(self) -> str:
@@ -560,4 +563,5 @@ def build_sheet(
         billing=billing_basis(pack.base.invoice, redact),
         name=redact(name),
         view=view,
+        exchange=exchange_view(pack.base, client, view.internal),
     )

@@ -22,6 +22,7 @@ from tenantcost.report.display import (
     format_units,
     key_label,
 )
+from tenantcost.report.exchange_view import summary_note
 from tenantcost.report.figures import adjusted
 from tenantcost.report.invoice_view import InvoiceView, invoice_ids_text, invoice_view
 from tenantcost.report.pack import ReportPack
@@ -96,6 +97,8 @@ class FinanceSummary:
     """The invoice cascade and the repricing of a run on billing data; ``None`` otherwise."""
     cost_basis: str = ""
     """A run on billing data: the rate basis and the invoices the figures reconcile to."""
+    fx_note: str = ""
+    """A pack in another currency than the ledger's: the ledger total, policy and rates."""
 
 
 def _reference_detail(pack: ReportPack) -> str:
@@ -220,6 +223,7 @@ def build_summary(pack: ReportPack, client_files: dict[str, str]) -> FinanceSumm
     return FinanceSummary(
         currency=base.currency,
         places=pack.places,
+        fx_note=summary_note(base, pack.places),
         period=period_view(pack),
         cascade=rows,
         reference_total=reference,
