@@ -9,8 +9,8 @@ First match wins (docs/currency.md):
 
 The rates come from the rule file's ``fx.rates`` (the bundled ECB history, rate files); a
 user's file wins over the ECB for the same date and pair
-(:func:`tenantcost.readers.fx_rates.merge_rates`). The store's runs do not convert yet: the
-rates ``tenantcost fx load`` keeps are merged the same way (``tenantcost.store.fx_rates``).
+(:func:`tenantcost.readers.fx_rates.merge_rates`). The store's runs convert with the rates
+``tenantcost fx load`` keeps (:mod:`tenantcost.store.run_fx`), passed in as ``rates``.
 """
 
 from __future__ import annotations
@@ -61,9 +61,11 @@ def present(
     result: AllocationResult,
     ruleset: RuleSet,
     currency: str,
+    rates: tuple[pd.DataFrame, str] | None = None,
 ) -> AllocationResult:
     """``result`` shown in ``currency``: itself when that is the ledger currency, else
-    converted (:func:`tenantcost.convert.convert_result`) with the rule set's policy."""
+    converted (:func:`tenantcost.convert.convert_result`) with the rule set's policy, at
+    ``rates`` (the table and its sources' label; default: the rule file's ``fx.rates``)."""
     if currency == result.currency:
         return result
     fx = ruleset.fx
@@ -73,9 +75,9 @@ def present(
             "fx: section (rates: ecb or a rates file, and a policy) to the rule file",
             where="--currency",
         )
-    rates, source = rates_for(ruleset)
+    table, source = rates if rates is not None else rates_for(ruleset)
     days = result_days(result)
-    window = _rate_window(rates, days, fx.max_age_hours)
+    window = _rate_window(table, days, fx.max_age_hours)
     conversion = build_conversion(window, fx, result.currency, currency, days, source)
     return convert_result(result, conversion)
 

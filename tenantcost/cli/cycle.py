@@ -15,9 +15,13 @@ import typer
 
 from tenantcost.cli.shell import KeyOpt, app
 from tenantcost.cli.store import DataOpt, DbOpt, SettingsOpt, WaitOpt, _register
+from tenantcost.errors import InputError
 
 if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
     from tenantcost.store.cycle import Closed
+    from tenantcost.store.history import HistoryEntry
     from tenantcost.store.runs import RecordedRun
     from tenantcost.store.settings import StoreSettings
 
@@ -78,13 +82,26 @@ def run_command(
 def _print_run(done: RecordedRun, fmt: str) -> None:
     from tenantcost.cli.run import allocation_text
     from tenantcost.writers.json_output import result_document
+    from tenantcost.writers.text import money
 
     result = done.result
+    conversions = [
+        {"currency": c.currency, "reference_total": c.reference_total,
+         "ledger_reference_total": result.reference_total, "fx": c.fx}
+        for c in done.conversions
+    ]  # fmt: skip
     if fmt == "json":
-        typer.echo(json.dumps({"run_id": done.run_id, **result_document(result)}, indent=2))
+        document = {"run_id": done.run_id, **result_document(result), "conversions": conversions}
+        typer.echo(json.dumps(document, indent=2))
         return
     typer.echo(allocation_text(result, done.cascade))
     typer.echo("")
+    for c in done.conversions:
+        fx = c.fx or {}
+        provisional = "; provisional: a day has no published rate yet"
+        typer.echo(f"converted into {c.currency}: reference total {money(c.reference_total)} "
+                   f"{c.currency} ({fx.get('policy')} rates, {fx.get('source')}"
+                   f"{provisional if fx.get('provisional') else ''})")  # fmt: skip
     typer.echo(f"run {done.run_id} recorded")
 
 
@@ -202,6 +219,10 @@ def _print_closed(closed: Closed) -> None:
     if closed.reason:
         typer.echo(f"reason: {closed.reason}")
         typer.echo(f"clients read: {closed.client_reason or RESTATED_NOTE}")
+    if closed.rates_changed:
+        typer.echo(f"exchange rates changed since revision {closed.revision - 1} for "
+                   f"{', '.join(closed.rates_changed)}: the statements shown in it are "
+                   "converted at the rates in force now")  # fmt: skip
 
 
 @_register(app, "reopen")
@@ -262,6 +283,15 @@ def history_command(
         str | None, typer.Option("--month", help="Only this month YYYY-MM (default: all).")
     ] = None,
     fmt: Annotated[str, typer.Option("--format", help="table (default), json or csv.")] = "table",
+    currency: Annotated[
+        str | None,
+        typer.Option(
+            "--currency",
+            help="Show the amounts in this currency, at the conversion each revision's run "
+            "recorded (frozen at close), with the ledger amounts beside. Default: the stored "
+            "rule file's presentation:, else the ledger currency.",
+        ),
+    ] = None,
     db: DbOpt = None,
     data: DataOpt = None,
     settings: SettingsOpt = None,
@@ -279,7 +309,7 @@ def history_command(
         _month(month)
     resolved = resolve_settings(db, data, settings)
     with current_store(resolved) as engine:
-        entries = history(engine, client=client, month=month)
+        entries = _shown(engine, history(engine, client=client, month=month), currency)
         # withdrawals concern a whole month, not one client (and their reason is internal)
         withdrawn = withdrawals(engine, month) if client is None and fmt == "table" else []
     if fmt == "json":
@@ -291,6 +321,30 @@ def history_command(
         if withdrawn:
             typer.echo("")
             typer.echo(withdrawals_table(withdrawn))
+
+
+def _shown(engine: Engine, entries: list[HistoryEntry], asked: str | None) -> list[HistoryEntry]:
+    """``history``'s entries in the currency asked for, else the stored presentation:."""
+    from tenantcost.currency import require_currency
+    from tenantcost.store.history import converted
+    from tenantcost.store.month_inputs import stored_rules
+
+    if asked is not None:
+        currency = require_currency(asked.strip().upper(), where="--currency")
+    else:
+        try:
+            currency = stored_rules(engine).ruleset.presentation or ""
+        except InputError:  # no rules stored: nothing was converted either
+            currency = ""
+    if not currency or not entries:
+        return entries
+    shown = converted(engine, entries, currency)
+    if asked is not None and all(e.currency != currency for e in shown):
+        raise InputError(
+            f"--currency {currency}: no issued revision here was converted into {currency}; "
+            "a run converts into the rule file's presentation: currency (docs/currency.md)"
+        )
+    return shown
 
 
 __all__ = ["close_command", "history_command", "reopen_command", "run_command", "status_command"]

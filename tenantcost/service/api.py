@@ -495,6 +495,7 @@ def post_close(
         "detail": closed.detail,
         "reason": closed.reason,
         "client_reason": closed.client_reason,
+        "rates_changed": closed.rates_changed,
         "issued_at": figures.iso(closed.issued_at),
         "statements": len(closed.statements),
     }

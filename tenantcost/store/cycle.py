@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -73,6 +73,7 @@ from tenantcost.store.month_state import (
     refuse_rule_version,  # re-exported
     stored_cycle_months,  # re-exported
 )
+from tenantcost.store.run_fx import rates_changed, rates_stale
 from tenantcost.store.status import Missing, billing_coverage, missing_hours
 from tenantcost.timefmt import iso_offset
 from tenantcost.windows import Period
@@ -132,6 +133,9 @@ class Closed:
     statements: pd.DataFrame
     client_reason: str | None = None
     """What clients' readers are told instead of ``reason`` (None: the fixed note)."""
+    rates_changed: list[str] = field(default_factory=list)
+    """The currencies whose exchange rates differ from the restated revision's (its run's
+    conversions, :func:`tenantcost.store.run_fx.rates_changed`)."""
 
 
 @dataclass(frozen=True)
@@ -247,6 +251,7 @@ def _reusable(
         and set(json.loads(str(run["rule_ids"]))) <= set(rules_in_force(connection, period))
         and run["key_override"] is None
         and run["code_version"] == __version__
+        and not rates_stale(connection, str(run["id"]))
     )
 
 
@@ -431,7 +436,9 @@ def _issue(
     )
     before = statements(connection, month, previous)[["client", "amount"]]
     rows = _statement_rows(current, before.rename(columns={"amount": "previous_amount"}))
-    if previous and not force and _unchanged(connection, month, run, rows, detail):
+    issued = latest_issued(connection, month) if previous else None
+    moved = rates_changed(connection, issued.run_id if issued else None, run_id)
+    if previous and not force and not moved and _unchanged(connection, month, run, rows, detail):
         raise NothingChanged(month, previous)
     revision = previous + 1
     last = latest_event(connection, month)
@@ -458,7 +465,7 @@ def _issue(
         connection.execute(insert(table(Statement)), [common | r for r in records])
     _forget_next_months_sheets(connection, month)
     return Closed(month, revision, run_id, reused, detail is not None, detail, reason, now,
-                  str(run["currency"]), rows, client_reason)  # fmt: skip
+                  str(run["currency"]), rows, client_reason, moved)  # fmt: skip
 
 
 def _forget_next_months_sheets(connection: Connection, month: str) -> None:

@@ -26,8 +26,9 @@ from tenantcost.store.models import Statement, table
 from tenantcost.timefmt import iso_z
 
 FIELDS = ("client", "month", "revision", "status", "amount", "reason", "rule_ids", "run_id",
-          "issued_at", "issued_by")  # fmt: skip
-"""The JSON contract's fields, in order (CSV columns too)."""
+          "issued_at", "issued_by", "currency", "ledger_amount", "ledger_currency")  # fmt: skip
+"""The JSON contract's fields, in order (CSV columns too); the last three came with
+currencies (issue 37): ``amount`` is in ``currency``, the issued figure is ``ledger_amount``."""
 
 
 class HistoryStatus(StrEnum):
@@ -58,14 +59,22 @@ class HistoryEntry:
     client_reason: str | None = None
     """What clients' readers are told instead of ``reason`` (not in the CLI's contract: the
     service adds it for finance, :func:`tenantcost.service.figures.client_history`)."""
+    ledger_amount: int | None = None
+    """The issued (ledger) amount when ``amount`` is converted (:func:`converted`), else
+    ``None``: ``amount`` is then the ledger amount itself."""
+    ledger_currency: str | None = None
 
     def document(self) -> dict[str, Any]:
-        """The JSON contract's object."""
+        """The JSON contract's object, with the currency and the ledger amount (the amount
+        itself when not converted) after the contract's fields."""
         return {
             "client": self.client, "month": self.month, "revision": self.revision,
             "status": str(self.status), "amount": self.amount, "reason": self.reason,
             "rule_ids": self.rule_ids, "run_id": self.run_id,
             "issued_at": iso_z(self.issued_at), "issued_by": self.issued_by,
+            "currency": self.currency,
+            "ledger_amount": self.amount if self.ledger_amount is None else self.ledger_amount,
+            "ledger_currency": self.ledger_currency or self.currency,
         }  # fmt: skip
 
 
@@ -99,9 +108,48 @@ def history(
     frame["rule_ids"] = frame["rule_ids"].map(json.loads)
     frame["previous_amount"] = frame["previous_amount"].astype("Int64")
     frame["incomplete"] = frame["incomplete"].astype(bool)
-    fields = frame[list(HistoryEntry.__dataclass_fields__)].astype(object)
+    names = [f for f in HistoryEntry.__dataclass_fields__ if f in frame]
+    fields = frame[names].astype(object)
     fields = fields.where(fields.notna(), None)  # SQL NULL → None, not NaN
     return [HistoryEntry(**row) for row in fields.to_dict("records")]
+
+
+def converted(
+    bind: Connection | Engine, entries: list[HistoryEntry], currency: str
+) -> list[HistoryEntry]:
+    """``entries`` shown in ``currency``: each revision at the conversion its run recorded
+    (:mod:`tenantcost.store.run_fx`), frozen with it, so loading rates later changes nothing
+    shown here. The difference is against the previous revision's own conversion. A revision
+    whose run has no conversion into ``currency`` (issued before the currency was shown)
+    stays in its ledger currency, as its ``currency`` says."""
+    from dataclasses import replace
+
+    from tenantcost.store.run_fx import client_conversions
+
+    shown = client_conversions(bind, sorted({e.run_id for e in entries}), currency)
+    found = {(r, c): int(a) for r, c, a in zip(shown["run_id"], shown["client"], shown["amount"],
+                                                strict=True)}  # fmt: skip
+
+    def amount_of(e: HistoryEntry) -> int | None:
+        return e.amount if e.currency == currency else found.get((e.run_id, e.client))
+
+    # a month's revisions of a client are shown in one currency: all converted, or none
+    whole = {(e.month, e.client) for e in entries}
+    whole -= {(e.month, e.client) for e in entries if amount_of(e) is None}
+    out: list[HistoryEntry] = []
+    before: dict[tuple[str, str], int] = {}
+    for e in entries:  # by month, client, revision: the previous revision comes first
+        amount = amount_of(e)
+        if (e.month, e.client) not in whole or amount is None or e.currency == currency:
+            out.append(e)
+            continue
+        previous = before.get((e.month, e.client))
+        difference = amount - previous if previous is not None else amount
+        before[(e.month, e.client)] = amount
+        out.append(replace(e, amount=amount, previous_amount=previous, difference=difference,
+                           currency=currency, ledger_amount=e.amount,
+                           ledger_currency=e.currency))  # fmt: skip
+    return out
 
 
 def history_document(entries: list[HistoryEntry]) -> list[dict[str, Any]]:
@@ -135,20 +183,26 @@ def history_table(entries: list[HistoryEntry]) -> str:
         return "(no issued statements)"
     header = ["month", "client", "rev", "status", "amount", "difference", "currency", "hours",
               "issued at", "by", "reason"]  # fmt: skip
+    ledger = any(e.ledger_amount is not None for e in entries)
+    if ledger:
+        header[7:7] = ["ledger amount", "ledger"]
     rows = [
         [e.month, e.client, str(e.revision), str(e.status), money(e.amount),
          "-" if e.revision == 1 else _signed(e.difference), e.currency,
+         *([money(e.amount if e.ledger_amount is None else e.ledger_amount),
+            e.ledger_currency or e.currency] if ledger else []),
          "incomplete" if e.incomplete else "complete",
          iso_z(e.issued_at.replace(microsecond=0)), e.issued_by, e.reason or "-"]
         for e in entries
     ]  # fmt: skip
-    return render_table(header, rows, {2, 4, 5})
+    return render_table(header, rows, {2, 4, 5, 7} if ledger else {2, 4, 5})
 
 
 __all__ = [
     "FIELDS",
     "HistoryEntry",
     "HistoryStatus",
+    "converted",
     "history",
     "history_csv",
     "history_document",

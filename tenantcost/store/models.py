@@ -979,3 +979,36 @@ class FxRate(StoreModel, table=True):
     quote: str = Field(primary_key=True, max_length=3)
     rate: str = Field(max_length=40)
     source: str = Field(sa_type=Text)
+
+
+class RunFx(StoreModel, table=True):
+    """One conversion of a run into another currency (0028): the ``fx`` document (policy,
+    source, every rate used as exact decimal text), the converted cascade (JSON lines
+    ``[label, kind, detail, amount]``) and reference total beside the ledger's, and the newest
+    ``fx_load`` the run could read (a later load makes the run stale for ``close``)."""
+
+    __tablename__ = "run_fx"
+
+    run_id: str = Field(foreign_key="run.id", primary_key=True, max_length=36)
+    currency: str = Field(primary_key=True, max_length=3)
+    policy: str = Field(max_length=32)
+    source: str = Field(sa_type=Text)
+    provisional: bool = Field(sa_type=Boolean)
+    document: str = Field(sa_type=Text)
+    cascade: str = Field(sa_type=Text)
+    reference_total: int = Field(sa_type=BigInteger)
+    ledger_reference_total: int = Field(sa_type=BigInteger)
+    fx_load_id: int | None = Field(default=None)
+
+
+class RunFxClient(StoreModel, table=True):
+    """A client's total of a run converted into ``currency`` (0028), beside its ledger
+    total (micro-units of each)."""
+
+    __tablename__ = "run_fx_client"
+
+    run_id: str = Field(foreign_key="run.id", primary_key=True, max_length=36)
+    currency: str = Field(primary_key=True, max_length=3)
+    client: str = Field(primary_key=True, sa_type=Text)
+    amount: int = Field(sa_type=BigInteger)
+    ledger_amount: int = Field(sa_type=BigInteger)

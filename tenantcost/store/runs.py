@@ -25,6 +25,10 @@ the allocation runs on billed money, and the invoice cascade
 ``invoice`` object of ``allocate --format json``). ``close`` issues that run, so the
 revision carries its cascade.
 
+**Currencies.** When the rule file names a ``presentation:`` currency, the run also records
+the month converted into it, at the store's rates (:mod:`tenantcost.store.run_fx`); a close
+issues those conversions with the run.
+
 The report pack's figures that need the inputs again (a re-run per alternative key) are
 recorded by ``close`` for the run it issues, not here: they would make every run several
 times slower than ``allocate``.
@@ -34,7 +38,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import pandas as pd
@@ -44,6 +48,7 @@ from tenantcost import __version__
 from tenantcost.allocate import allocate_stream
 from tenantcost.errors import InputError
 from tenantcost.invoice import invoice_cascade
+from tenantcost.presentation import needs_days
 from tenantcost.reconcile import (
     Cascade,
     cascade,
@@ -76,17 +81,19 @@ from tenantcost.store.month_inputs import (
     stored_rules,  # re-exported
 )
 from tenantcost.store.report_figures import record_run_tables
+from tenantcost.store.run_fx import convert_run, record_conversions, run_currencies, store_rates
 from tenantcost.store.stored import stored_costs, stored_usage
 from tenantcost.windows import Period
 
 
 @dataclass(frozen=True)
 class RecordedRun:
-    """A run's id, its allocation and its (closed) cascade."""
+    """A run's id, its allocation, its (closed) cascade and its conversions."""
 
     run_id: str
     result: AllocationResult
     cascade: Cascade
+    conversions: list[AllocationResult] = field(default_factory=list)
 
 
 def stored_cost_span(connection: Connection) -> str:
@@ -130,6 +137,8 @@ def run_month(
             f"`tenantcost ingest costs --month {month}` first"
         )
     rules = stored_rules(store.engine)
+    currencies = run_currencies(rules.ruleset)
+    converting = bool(currencies) and needs_days(rules.ruleset, period.start, period.end)
     con = connect()
     try:
         costs = stored_costs(store, period, tag_batches=True)
@@ -140,13 +149,16 @@ def run_month(
         result = allocate_stream(
             billed.costs if billed is not None else costs, usage, rules.ruleset,
             key=key, period=period, detail="period", rules_origin=rules.origin, con=con,
-            billed=billed,
+            billed=billed, days=converting,
         )  # fmt: skip
     except InputError as exc:  # a stored record refused: name its batch and the repair
         raise name_batches(store.engine, exc) from None
     if billed is not None:
         result.invoice = invoice_cascade(result, billed).to_json()
     casc = require_closed(cascade(result))
+    with store.engine.connect() as connection:
+        rates = store_rates(connection, rules.ruleset) if currencies else None
+    converted = convert_run(result, rules.ruleset, currencies, rates) if rates else []
     run_id = str(uuid.uuid4())
     with write_transaction(store.engine, wait) as connection:
         if month_signature(connection, period) != batches:
@@ -158,7 +170,9 @@ def run_month(
         connection.execute(insert(table(Run)), [run])
         _record_results(connection, run_id, result, casc, period)
         record_run_tables(connection, run_id, result, rules)
-    return RecordedRun(run_id, result, casc)
+        if rates is not None:
+            record_conversions(connection, run_id, converted, rates.load_id)
+    return RecordedRun(run_id, result, casc, converted)
 
 
 def _run_row(

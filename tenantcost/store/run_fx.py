@@ -1,0 +1,200 @@
+"""A run's conversions: the ledger shown in other currencies, recorded with the run, frozen
+by the close that issues it.
+
+``tenantcost run`` converts the month it allocated into every currency the store shows
+figures in (the rule file's ``presentation:``; the ledger currency needs none) with the
+exact, rounded-once conversion of ``allocate --currency`` (:mod:`tenantcost.convert`), and
+records each conversion beside the run (``run_fx``: the ``fx`` document, the converted
+cascade; ``run_fx_client``: each client's converted and ledger totals).
+
+**Which rates.** The rates ``tenantcost fx load`` stored (:mod:`tenantcost.store.fx_rates`),
+and the bundled ECB history when the rule file's ``fx.rates`` names ``ecb`` (it is part of
+the package, so every machine has the same). A rates *file* named in the rule file is not
+read by ``run``: the store's machines need not have it, and a statement must be redone from
+what the store holds. So ``fx load`` it first; the refusal of a missing rate says so.
+
+**Frozen at close.** A close issues a run, and the run's conversions are rows that nothing
+rewrites: rates loaded later never change an issued statement. They do make the month's
+latest run stale (``run_fx.fx_load_id`` is the newest load the run could read), so the next
+close of a reopened month runs again with the rates in force then; when its rates differ
+from the issued revision's, the close says so (:func:`rates_changed`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import Connection, Engine, func, insert, select
+
+from tenantcost.config.fx import ECB
+from tenantcost.config.rules import RuleSet
+from tenantcost.errors import InputError
+from tenantcost.presentation import present
+from tenantcost.readers.fx_rates import ecb_label, ecb_rates, merge_rates
+from tenantcost.reconcile import cascade
+from tenantcost.result import AllocationResult
+from tenantcost.store.connection import connected, result_frame
+from tenantcost.store.fx_rates import stored_rates
+from tenantcost.store.models import FxLoad, RunFx, RunFxClient, table
+
+
+def run_currencies(ruleset: RuleSet) -> list[str]:
+    """The currencies a run of ``ruleset`` records a conversion for (never the ledger's)."""
+    shown = {ruleset.presentation} if ruleset.presentation else set()
+    return sorted(c for c in shown if c != ruleset.currency)
+
+
+@dataclass(frozen=True)
+class StoreRates:
+    """The rates a run converts at: the table, its sources' label and the newest load."""
+
+    table: pd.DataFrame
+    source: str
+    load_id: int | None
+
+
+def store_rates(connection: Connection, ruleset: RuleSet) -> StoreRates:
+    """The stored loads' rates, with the bundled ECB history under them when ``fx.rates``
+    names ``ecb`` (a stored rate wins over the ECB's for the same day and pair)."""
+    stored = stored_rates(connection)
+    uses_ecb = ruleset.fx is not None and ECB in ruleset.fx.rates
+    frames = ([ecb_rates()] if uses_ecb else []) + [stored]
+    used = sorted({int(o.split()[-1]) for o in stored["origin"]})
+    load = table(FxLoad).c
+    origins = dict(connection.execute(select(load.id, load.origin).where(load.id.in_(used))).all())
+    loads = "; ".join(f"fx load {i}: {origins[i]}" for i in used)
+    labels = [ecb_label()] if uses_ecb else []
+    labels += [f"the store's rates ({loads})"] if used else []
+    newest = connection.execute(select(func.max(load.id))).scalar()
+    return StoreRates(
+        merge_rates(frames), "; ".join(labels) or "no rates", int(newest) if newest else None
+    )
+
+
+def convert_run(
+    result: AllocationResult, ruleset: RuleSet, currencies: list[str], rates: StoreRates
+) -> list[AllocationResult]:
+    """``result`` converted into each of ``currencies``. A rate the store lacks is refused
+    with the way to add it (``fx load``)."""
+    out = []
+    for currency in currencies:
+        try:
+            out.append(present(result, ruleset, currency, (rates.table, rates.source)))
+        except InputError as exc:
+            raise InputError(
+                f"converting {result.currency} into {currency} (presentation:): {exc.message}; "
+                "a run converts at the rates in the store: `tenantcost fx load FILE` (or "
+                "`fx load ecb`) stores them"
+            ) from None
+    return out
+
+
+def record_conversions(
+    connection: Connection, run_id: str, converted: list[AllocationResult], load_id: int | None
+) -> None:
+    """One ``run_fx`` row and the clients' ``run_fx_client`` rows per conversion (inside the
+    run's write transaction)."""
+    for result in converted:
+        assert result.fx is not None and result.ledger is not None
+        casc = cascade(result)
+        lines = [[c.label, str(c.kind), c.detail, c.amount] for c in casc.lines]
+        connection.execute(insert(table(RunFx)), [{
+            "run_id": run_id, "currency": result.currency, "policy": result.fx["policy"],
+            "source": result.fx["source"], "provisional": bool(result.fx["provisional"]),
+            "document": json.dumps(result.fx, sort_keys=True), "cascade": json.dumps(lines),
+            "reference_total": result.reference_total,
+            "ledger_reference_total": result.ledger.reference_total, "fx_load_id": load_id,
+        }])  # fmt: skip
+        clients = _client_totals(result)
+        if not clients.empty:
+            rows = clients.assign(run_id=run_id, currency=result.currency)
+            connection.execute(insert(table(RunFxClient)), rows.to_dict("records"))
+
+
+def _client_totals(result: AllocationResult) -> pd.DataFrame:
+    """``client, amount, ledger_amount`` per client of a converted result (plain ints)."""
+    lines = result.lines
+    if lines.empty:
+        return pd.DataFrame(columns=["client", "amount", "ledger_amount"])
+    sums = (
+        lines.assign(client=lines["client"].astype("str"))
+        .groupby("client", sort=True)[["amount", "ledger_amount"]]
+        .sum()
+        .reset_index()
+    )
+    return sums.astype({"amount": "int64", "ledger_amount": "int64"}).astype(object)
+
+
+@dataclass(frozen=True)
+class StoredConversion:
+    """A run's recorded conversion into one currency."""
+
+    currency: str
+    document: dict[str, Any]
+    cascade: list[list[Any]]
+    reference_total: int
+    ledger_reference_total: int
+    provisional: bool
+    fx_load_id: int | None
+
+
+def run_conversions(bind: Engine | Connection, run_id: str) -> dict[str, StoredConversion]:
+    """The conversions recorded with ``run_id``, by currency."""
+    f = table(RunFx).c
+    with connected(bind) as connection:
+        rows = connection.execute(select(table(RunFx)).where(f.run_id == run_id)).mappings()
+        return {
+            r["currency"]: StoredConversion(
+                r["currency"],
+                json.loads(r["document"]),
+                json.loads(r["cascade"]),
+                int(r["reference_total"]),
+                int(r["ledger_reference_total"]),
+                bool(r["provisional"]),
+                r["fx_load_id"],
+            )
+            for r in rows
+        }
+
+
+def client_conversions(
+    bind: Engine | Connection, run_ids: list[str], currency: str
+) -> pd.DataFrame:
+    """``run_id, client, amount, ledger_amount`` of ``run_ids`` in ``currency``."""
+    c = table(RunFxClient).c
+    with connected(bind) as connection:
+        frame = result_frame(
+            connection.execute(
+                select(c.run_id, c.client, c.amount, c.ledger_amount).where(
+                    c.run_id.in_(run_ids), c.currency == currency
+                )
+            ),
+            ["run_id", "client", "amount", "ledger_amount"],
+        )
+    return frame
+
+
+def rates_stale(connection: Connection, run_id: str) -> bool:
+    """Whether rates were loaded after ``run_id`` converted (a run with no conversion never
+    is: rates do not touch the ledger)."""
+    recorded = run_conversions(connection, run_id)
+    if not recorded:
+        return False
+    newest = connection.execute(select(func.max(table(FxLoad).c.id))).scalar()
+    return any((newest or 0) > (c.fx_load_id or 0) for c in recorded.values())
+
+
+def rates_changed(connection: Connection, before: str | None, after: str) -> list[str]:
+    """The currencies whose rates (or policy, or source) differ between run ``before`` and
+    run ``after``: a restatement of ``before``'s revision by ``after`` says so."""
+    if before is None:
+        return []
+    old, new = run_conversions(connection, before), run_conversions(connection, after)
+
+    def used(c: StoredConversion) -> Any:
+        return (c.document.get("policy"), c.document.get("rates"), c.document.get("periods"))
+
+    return sorted(code for code in set(old) & set(new) if used(old[code]) != used(new[code]))

@@ -1,0 +1,90 @@
+"""The store's runs in another currency (issue 37): ``run`` records the month converted into
+``presentation:`` at the stored rates, exactly as ``allocate --currency`` from the files;
+``close`` freezes it (rates loaded later change no issued figure); a reopened month closes
+at the rates in force then and says the rates changed; ``history`` shows the conversion with
+the ledger amounts."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+from typer.testing import CliRunner
+
+from tenantcost.cli import app
+from tenantcost.store.engine import open_engine
+from tenantcost.store.run_fx import run_conversions
+from tenantcost.store.settings import resolve_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "currency"
+MONTH = "2026-11"
+runner = CliRunner()
+
+
+def cli(*args: str, code: int = 0):
+    done = runner.invoke(app, list(args))
+    assert done.exit_code == code, done.output
+    return done
+
+
+def test_runs_convert_close_freezes_and_a_restatement_names_new_rates(tmp_path: Path):
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    db = ["--db", url, "--data", str(tmp_path / "data")]
+    cli("db", "upgrade", *db)
+    cli("rules", "load", str(EXAMPLE / "rules.yaml"), *db)
+    cli("ingest", "usage", "--usage", str(EXAMPLE / "usage.csv"), *db)
+    cli("ingest", "costs", "--costs", str(EXAMPLE / "costs.csv"), *db)
+
+    refused = cli("run", "--month", MONTH, *db, code=2)  # presentation: EUR, no rates stored
+    assert "converting USD into EUR" in refused.stderr and "fx load" in refused.stderr
+    cli("fx", "load", str(EXAMPLE / "rates.csv"), *db)
+    ran = json.loads(cli("run", "--month", MONTH, "--format", "json", *db).stdout)
+    files = json.loads(cli("allocate", "--config", str(EXAMPLE / "rules.yaml"), "--format",
+                           "json").stdout)  # fmt: skip
+    [eur] = ran["conversions"]
+    assert eur["currency"] == "EUR" and eur["reference_total"] == files["reference_total"]
+    assert eur["ledger_reference_total"] == ran["reference_total"] == 300_000_000
+    assert eur["fx"]["rates"] == files["fx"]["rates"]  # the same rates, as used
+
+    engine = open_engine(resolve_settings(db=url, environ={}))
+    stored = run_conversions(engine, ran["run_id"])["EUR"]
+    assert sum(line[3] for line in stored.cascade) == stored.reference_total  # closes, gap 0
+    shown = json.loads(cli("history", *db, "--format", "json").stdout)
+    assert shown == []  # nothing issued yet
+    cli("close", "--month", MONTH, "--allow-incomplete", *db)
+    first = pd.DataFrame(json.loads(cli("history", *db, "--format", "json").stdout))
+    by_file = {c["client"]: (c["amount"], c["ledger_amount"]) for c in files["clients"]}
+    assert {r.client: (r.amount, r.ledger_amount) for r in first.itertuples()} == by_file
+    assert set(first["currency"]) == {"EUR"} and set(first["ledger_currency"]) == {"USD"}
+
+    # A corrected treasury rate for 6 November: the issued revision does not move.
+    fix = tmp_path / "fix.csv"
+    fix.write_text("date,base,quote,rate\n2026-11-06,EUR,USD,1.1000\n")
+    cli("fx", "load", str(fix), *db)
+    assert json.loads(cli("history", *db, "--format", "json").stdout) == first.to_dict("records")
+    assert run_conversions(engine, ran["run_id"])["EUR"] == stored
+
+    cli("reopen", "--month", MONTH, "--reason", "EUR rate of 6 November corrected", *db)
+    closed = cli("close", "--month", MONTH, "--allow-incomplete", *db).stdout
+    assert "(new run)" in closed  # the latest run converted at rates since replaced
+    assert "exchange rates changed since revision 1 for EUR" in closed
+    after = pd.DataFrame(json.loads(cli("history", *db, "--format", "json").stdout))
+    second = after.loc[after["revision"] == 2].set_index("client")
+    assert (second["ledger_amount"] == first.set_index("client")["ledger_amount"]).all()
+    # Revision 2 is what allocate gives from files holding the corrected rate.
+    folder = tmp_path / "corrected"
+    shutil.copytree(EXAMPLE, folder)
+    rates = folder / "rates.csv"
+    corrected = rates.read_text().replace("11-06,EUR,USD,1.0800", "11-06,EUR,USD,1.1000")
+    rates.write_text(corrected)
+    again = json.loads(cli("allocate", "--config", str(folder / "rules.yaml"), "--format",
+                           "json").stdout)  # fmt: skip
+    assert second["amount"].to_dict() == {c["client"]: c["amount"] for c in again["clients"]}
+    assert (second["amount"] < first.set_index("client")["amount"]).all()  # 1 EUR buys more USD
+    table = cli("history", *db).stdout
+    assert "ledger amount" in table and "150.000000  USD" in table
+    refused = cli("history", *db, "--currency", "GBP", code=2)
+    assert "no issued revision here was converted into GBP" in refused.stderr
