@@ -88,3 +88,34 @@ def test_runs_convert_close_freezes_and_a_restatement_names_new_rates(tmp_path: 
     assert "ledger amount" in table and "150.000000  USD" in table
     refused = cli("history", *db, "--currency", "GBP", code=2)
     assert "no issued revision here was converted into GBP" in refused.stderr
+
+
+def test_explain_from_the_store_in_another_currency_is_the_files_bridge(tmp_path: Path):
+    """``explain --from-db`` in EUR reads each month's recorded conversion and gives the
+    bridge ``explain`` gives from the files: the same parts, the same ``fx`` part."""
+    folder = tmp_path / "two-months"
+    shutil.copytree(ROOT / "examples" / "two-months", folder)
+    rules = folder / "rules.yaml"
+    rules.write_text(
+        rules.read_text() + 'presentation: EUR\nfx:\n  policy: fixed\n  fixed: {"2026-09": '
+        '{EUR: "0.9"}, "2026-10": {EUR: "0.8"}}\n'
+    )
+    db = ["--db", f"sqlite:///{tmp_path / 'store.db'}", "--data", str(tmp_path / "data")]
+    cli("db", "upgrade", *db)
+    cli("rules", "load", str(rules), *db)
+    cli("ingest", "usage", "--usage", str(folder / "usage.csv"), *db)
+    cli("ingest", "costs", "--costs", str(folder / "costs.csv"), *db)
+    for month in ("2026-09", "2026-10"):
+        cli("run", "--month", month, *db)
+    args = ["explain", "--month", "2026-10", "--client", "acme", "--format", "json"]
+    stored = json.loads(cli(*args, "--from-db", *db).stdout)
+    files = json.loads(cli(*args, "--config", str(rules)).stdout)
+    assert stored["money"]["currency"] == files["money"]["currency"] == "EUR"
+    for key in ("from_amount", "to_amount", "change", "parts"):
+        assert stored[key] == files[key], key
+    assert [p["effect"] for p in stored["parts"]][-1] == "fx"
+    assert sum(p["amount"] for p in stored["parts"]) == stored["change"]
+    ledger = json.loads(cli(*args, "--from-db", "--currency", "USD", *db).stdout)
+    assert ledger["money"]["currency"] == "USD" and ledger["change"] == stored["ledger"]["change"]
+    refused = cli(*args, "--from-db", "--currency", "GBP", *db, code=2)
+    assert "was not converted into GBP (its conversions: EUR)" in refused.stderr

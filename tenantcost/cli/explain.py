@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,7 +23,7 @@ from tenantcost.cli.store import DataOpt, DbOpt, SettingsOpt
 from tenantcost.errors import InputError
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
+    from sqlalchemy import Connection, Engine
 
     from tenantcost.bridge import ClientBridge, Comparison
     from tenantcost.config.rules import RuleSet
@@ -121,6 +121,9 @@ def _unknown_client(client: str, results: list[AllocationResult], labels: list[s
 Where = tuple[str | None, str | None, Path | None]
 """``--db``, ``--data``, ``--settings``."""
 
+Shown = tuple[int, dict[str, Any]]
+"""A month's converted amount of the client and the conversion's ``fx`` document."""
+
 
 def explain(
     options: RunOptions,
@@ -141,18 +144,14 @@ def explain(
     month, other, vs_option = _months(options, vs)
     at = _as_of(as_of)
     early, late = sorted([month, other], key=lambda p: p.start)
-    converted: dict[str, AllocationResult] = {}
+    converted: dict[str, Shown] = {}
     if store is not None:
-        if options.currency:
-            raise InputError(
-                "--currency with --from-db: the store's runs are shown in the ledger currency "
-                "for now (docs/currency.md, status)"
-            )
-        comparison, currency = _from_store(options, client, (early, late), store)
+        comparison, currency, converted = _from_store(options, client, (early, late), store)
     else:
-        comparison, currency, converted = _from_files(
+        comparison, currency, results = _from_files(
             options, client, (early, late), (month, other, vs_option)
         )
+        converted = {label: _shown(r, client) for label, r in results.items()}
     result = client_bridge(
         bridges(comparison, [client]),
         client,
@@ -168,24 +167,23 @@ def explain(
         typer.echo(bridge_text(result))
 
 
-def _converted(
-    ledger: ClientBridge, client: str, results: dict[str, AllocationResult]
-) -> ClientBridge:
-    """The ledger bridge shown in the results' currency, with its ``fx`` part."""
+def _shown(result: AllocationResult, client: str) -> Shown:
+    lines = result.lines
+    return int(lines.loc[lines["client"] == client, "amount"].sum()), result.fx or {}
+
+
+def _converted(ledger: ClientBridge, client: str, shown: dict[str, Shown]) -> ClientBridge:
+    """The ledger bridge shown in the months' currency, with its ``fx`` part."""
     from tenantcost.bridge import converted_bridge
 
-    def amount(label: str) -> int:
-        lines = results[label].lines
-        return int(lines.loc[lines["client"] == client, "amount"].sum())
-
-    later = results[ledger.month]
-    docs = [results[ledger.vs].fx or {}, later.fx or {}]
+    docs = [shown[ledger.vs][1], shown[ledger.month][1]]
     fx = {
         **{k: docs[1][k] for k in ("ledger_currency", "currency", "policy", "source")},
         "provisional": any(d.get("provisional", False) for d in docs),
         "rates": {ledger.vs: docs[0].get("rates", []), ledger.month: docs[1].get("rates", [])},
     }
-    return converted_bridge(ledger, (amount(ledger.vs), amount(ledger.month)), later.currency, fx)
+    amounts = (shown[ledger.vs][0], shown[ledger.month][0])
+    return converted_bridge(ledger, amounts, str(docs[1]["currency"]), fx)
 
 
 def _labels(early: Period, late: Period) -> tuple[str, str]:
@@ -230,12 +228,15 @@ def _from_files(
 
 def _from_store(
     options: RunOptions, client: str, months: tuple[Period, Period], where: Where
-) -> tuple[Comparison, str]:
+) -> tuple[Comparison, str, dict[str, Shown]]:
     """Each month's latest recorded run, as recorded; a rule change restated from the
-    store's inputs of each month (as ``report``'s pack figures are)."""
+    store's inputs of each month (as ``report``'s pack figures are). In another currency
+    (``--currency``, the stored ``presentation:``), each month's conversion as its run
+    recorded it (:mod:`tenantcost.store.run_fx`)."""
     from tenantcost.bridge import compare_months
     from tenantcost.collect import CostInput
     from tenantcost.inputs import Inputs
+    from tenantcost.presentation import presentation_currency
     from tenantcost.report.changes import quiet_allocate
     from tenantcost.split import connect
     from tenantcost.store.data import DataDir, Store
@@ -253,8 +254,15 @@ def _from_store(
     resolved = resolve_settings(*where)
     with current_store(resolved) as engine:
         with engine.connect() as connection:
-            first, second = (load_run(connection, _latest_run(connection, m)) for m in labels)
+            ids = [_latest_run(connection, m) for m in labels]
+            first, second = (load_run(connection, i) for i in ids)
         _unknown_client(client, [first.result, second.result], list(labels))
+        currency = presentation_currency(second.ruleset, options.currency)
+        shown = (
+            _stored_shown(engine, dict(zip(labels, ids, strict=True)), client, currency)
+            if currency != second.result.currency
+            else {}
+        )
 
         def restate(rules: RuleSet, period: Period) -> AllocationResult:
             store = Store(engine, DataDir(resolved.require_data()))
@@ -265,7 +273,30 @@ def _from_store(
             return quiet_allocate(inputs, rules, period)
 
         comparison = compare_months(first.result, second.result, labels, second.ruleset, restate)
-    return comparison, second.result.currency
+    return comparison, second.result.currency, shown
+
+
+def _stored_shown(
+    engine: Engine, runs: dict[str, str], client: str, currency: str
+) -> dict[str, Shown]:
+    """The client's converted amount and the ``fx`` document each month's run recorded; a
+    run without a conversion into ``currency`` is one ``error:`` line."""
+    from tenantcost.store.run_fx import client_conversions, run_conversions
+
+    shown: dict[str, Shown] = {}
+    for label, run_id in runs.items():
+        recorded = run_conversions(engine, run_id)
+        if currency not in recorded:
+            held = ", ".join(sorted(recorded)) or "none"
+            raise InputError(
+                f"--from-db: the run of {label} was not converted into {currency} (its "
+                f"conversions: {held}); a run converts into the rule file's presentation: "
+                "currency, so set it and `tenantcost run` the month again"
+            )
+        amounts = client_conversions(engine, [run_id], currency)
+        mine = amounts.loc[amounts["client"] == client, "amount"]
+        shown[label] = (int(mine.sum()), recorded[currency].document)
+    return shown
 
 
 def _latest_run(connection: Connection, month: str) -> str:
