@@ -119,3 +119,63 @@ def test_explain_from_the_store_in_another_currency_is_the_files_bridge(tmp_path
     assert ledger["money"]["currency"] == "USD" and ledger["change"] == stored["ledger"]["change"]
     refused = cli(*args, "--from-db", "--currency", "GBP", *db, code=2)
     assert "was not converted into GBP (its conversions: EUR)" in refused.stderr
+
+
+def test_a_client_page_shows_the_issued_conversion_and_its_ledger(tmp_path: Path):
+    """Served by real uvicorn: the client page shows the month in ``presentation:`` (EUR) as
+    its run converted it, with the ledger amount and how it was converted; ``?currency=USD``
+    shows the ledger; an unknown code is a 422. An account manager reads no file name."""
+    import re
+
+    import httpx
+
+    from tenantcost.service.tokens import create_token
+
+    from .service_web_server import running_service
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    data = str(tmp_path / "data")
+    db = ["--db", url, "--data", data]
+    cli("db", "upgrade", *db)
+    cli("rules", "load", str(EXAMPLE / "rules.yaml"), *db)
+    cli("ingest", "usage", "--usage", str(EXAMPLE / "usage.csv"), *db)
+    cli("ingest", "costs", "--costs", str(EXAMPLE / "costs.csv"), *db)
+    cli("fx", "load", str(EXAMPLE / "rates.csv"), *db)
+    cli("close", "--month", MONTH, "--allow-incomplete", *db)
+    engine = open_engine(resolve_settings(db=url, environ={}))
+    tokens = {
+        who: create_token(engine, role, clients=clients, name=f"fx-{who}", actor="tests")[0]
+        for who, role, clients in (("manager", "account-manager", ["acme"]),
+                                   ("finance", "finance", []))
+    }  # fmt: skip
+    with running_service(url, data) as base:
+        pages = {}
+        for who, token in tokens.items():
+            client = httpx.Client(base_url=base, timeout=60)
+            form = client.get("/login").text
+            csrf = re.search(r'name="csrf_token" value="([^"]+)"', form)
+            assert csrf is not None
+            done = client.post("/login", data={"token": token, "csrf_token": csrf.group(1),
+                                               "next": "/clients"})  # fmt: skip
+            assert done.status_code == 303
+            pages[who] = client
+        manager = pages["manager"].get("/clients/acme")
+        assert manager.status_code == 200
+        assert '<span class="amount" id="amount">138.63 EUR</span>' in manager.text
+        assert re.search(r'id="fx-ledger">150(\.0+)? USD, as issued', manager.text)
+        assert "the company&#39;s rates file" in manager.text or "the company's rates" in manager.text
+        assert "rates.csv" not in manager.text and "bravo" not in manager.text
+        internal = pages["finance"].get("/clients/acme").text
+        assert "rates.csv" in internal  # finance sees where the rates came from
+        ledger = pages["manager"].get("/clients/acme", params={"currency": "usd"}).text
+        assert 'id="amount">150' in ledger and "fx-ledger" not in ledger
+        assert pages["manager"].get("/clients/acme", params={"currency": "XYZ"}).status_code == 422
+
+        fix = tmp_path / "fix.csv"  # a corrected rate restates the month in EUR alone
+        fix.write_text("date,base,quote,rate\n2026-11-06,EUR,USD,1.1000\n")
+        cli("fx", "load", str(fix), *db)
+        cli("reopen", "--month", MONTH, "--reason", "EUR rate corrected", *db)
+        cli("close", "--month", MONTH, "--allow-incomplete", *db)
+        restated = pages["manager"].get("/clients/acme").text
+        assert "revision 1 of 2026-11: -1.52 EUR; in the ledger ±0.00 USD." in restated
+        assert 'id="amount">137.12 EUR' in restated

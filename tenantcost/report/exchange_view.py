@@ -77,10 +77,15 @@ def _rate_text(rate: str) -> str:
     return rate.replace("/", " ÷ ")
 
 
-def _source(source: str, internal: bool) -> str:
-    if internal or source.startswith("ECB") or source.startswith("rule file"):
+def source_text(source: str, internal: bool) -> str:
+    """Where the rates come from, as a reader may see it: a client's reader gets the ECB's
+    public label and "the company's rates file" for any file or stored load (a path, an
+    ``fx load``), never its name."""
+    if internal:
         return source
-    return "the company's rates file"
+    parts = [p if p.startswith(("ECB", "rule file")) else "the company's rates file"
+             for p in source.split("; ")]  # fmt: skip
+    return "; ".join(dict.fromkeys(parts))
 
 
 def _day_ledger(result: AllocationResult, client: str) -> dict[str, int]:
@@ -126,7 +131,7 @@ def exchange_view(result: AllocationResult, client: str, internal: bool) -> Exch
         ledger_currency=ledger_currency,
         currency=str(fx["currency"]),
         policy=POLICY_TEXT.get(str(fx["policy"]), str(fx["policy"])),
-        source=_source(str(fx["source"]), internal),
+        source=source_text(str(fx["source"]), internal),
         ledger_total=format_amount(ledger_total, places),
         rows=rows,
         periods=periods,
@@ -149,12 +154,6 @@ def summary_note(result: AllocationResult, places: int) -> str:
     if fx is None or result.ledger is None:
         return ""
     ledger = str(fx["ledger_currency"])
-    rates = fx["rates"]
-    texts = sorted({str(e["rate"]) for e in rates}, key=_value)
-    span = _rate_text(texts[0]) if len(texts) == 1 else (
-        f"{_rate_text(texts[0])} to {_rate_text(texts[-1])}")  # fmt: skip
-    dates = sorted(str(e["date"]) for e in rates)
-    when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
     reference = result.ledger.reference_total
     total = format_amount(reference, auto_places(ledger, [reference]))
     provisional = (
@@ -162,6 +161,20 @@ def summary_note(result: AllocationResult, places: int) -> str:
     )
     return (
         f"converted from the ledger currency {ledger} (reference total {total} {ledger}); "
-        f"policy {fx['policy']}; rates from {fx['source']}: {len(rates)} rate(s) dated {when}, "
-        f"1 {ledger} = {span} {fx['currency']}{provisional}"
+        f"policy {fx['policy']}; rates from {fx['source']}: {rate_span(fx)}{provisional}"
     )
+
+
+def rate_span(fx: dict[str, Any]) -> str:
+    """The rates of an ``fx`` document in one phrase: how many, their dates and the range of
+    the multipliers (``3 rate(s) dated 2026-11-06 to 2026-11-09, 1 USD = 1 ÷ 1.0850 to
+    1 ÷ 1.0800 EUR``); each rate is in the sheets."""
+    rates = fx["rates"]
+    if not rates:
+        return "no rate used"
+    texts = sorted({str(e["rate"]) for e in rates}, key=_value)
+    span = _rate_text(texts[0]) if len(texts) == 1 else (
+        f"{_rate_text(texts[0])} to {_rate_text(texts[-1])}")  # fmt: skip
+    dates = sorted(str(e["date"]) for e in rates)
+    when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+    return f"{len(rates)} rate(s) dated {when}, 1 {fx['ledger_currency']} = {span} {fx['currency']}"

@@ -326,7 +326,7 @@ def _usage(
     first: pd.Timestamp,
     open_start: pd.Timestamp,
 ) -> pd.DataFrame:
-    weekday = np.where(days.dayofweek >= 5, 0.55, 1.0)
+    weekday = np.where(days.day_of_week >= 5, 0.55, 1.0)
     volume = _growth(days, first) * weekday
     search_on = np.asarray(days >= first + pd.DateOffset(months=SEARCH_FROM), dtype=float)
     step = pd.Timedelta(days=1)
@@ -348,7 +348,7 @@ def _hourly_usage(
     spike: tuple[str, pd.Timestamp] | None,
 ) -> pd.DataFrame:
     shape = DIURNAL[hours.hour] / DIURNAL.sum()
-    weekday = np.where(hours.dayofweek >= 5, 0.55, 1.0)
+    weekday = np.where(hours.day_of_week >= 5, 0.55, 1.0)
     volume = _growth(hours, first) * weekday * shape
     search_on = np.ones(len(hours))
     step = pd.Timedelta(hours=1)

@@ -118,6 +118,10 @@ class FigureRow:
     client not in its run's displayed figures (shown from ``amount``)."""
     places: int | None = None
     """The decimals of ``shown``: the run's display rule's, frozen by its close."""
+    fx: Any = None
+    """Shown converted: how (:class:`tenantcost.service.currency_view.FigureFx`)."""
+    ledger: Any = None
+    """Shown converted: the row as issued, in the ledger currency."""
 
 
 def figures(engine: Engine, scope: Scope, clients: list[str]) -> list[FigureRow]:

@@ -200,6 +200,8 @@ class Figure:
     issued_note: str = ""
     clients_read: str | None = None
     """Finance's view: what the client reads instead of ``reason``."""
+    fx: Any = None
+    """A converted figure: how (:class:`tenantcost.service.currency_view.FigureFx`)."""
 
 
 @dataclass(frozen=True)
@@ -314,6 +316,7 @@ def _figure(row: FigureRow, places: int) -> Figure:
         rule_ids=page_data.rule_ids(row.rule_ids),
         issued_note="the month is open",
         clients_read=row.client_reason,
+        fx=row.fx,
     )
 
 
@@ -321,20 +324,27 @@ def _notices(rows: list[FigureRow], at: int, places: int) -> list[Notice]:
     """For a restated month, what changed since the last revision (``rows[at]``: the month
     shown). The change since the previous month is the page's one "What changed" block
     (:mod:`tenantcost.service.what_changed`), not a notice."""
-    row = rows[at]
+    shown = rows[at]
+    row = shown.ledger or shown  # the issued (ledger) revision
     revision = row.revision
     if revision is None or revision <= 1:
         return []
-    difference = row.difference or 0
-    sign = "+" if difference > 0 else "-" if difference < 0 else "±"
+    change = _signed(row.difference or 0, figure_places(row) if shown.ledger else places)
+    text = f"{change} {row.currency}"
+    if shown.ledger is not None and shown.difference is not None:
+        text = f"{_signed(shown.difference, places)} {shown.currency}; in the ledger {text}"
     return [
         Notice(
             f"Restated: revision {revision}",
-            f"Revision {revision} replaces revision {revision - 1} of {row.month}: "
-            f"{sign}{format_amount(abs(difference), places)} {row.currency}. "
+            f"Revision {revision} replaces revision {revision - 1} of {row.month}: {text}. "
             f"Reason: {row.reason or 'not given'}.",
         )
     ]
+
+
+def _signed(difference: int, places: int) -> str:
+    sign = "+" if difference > 0 else "-" if difference < 0 else "±"
+    return f"{sign}{format_amount(abs(difference), places)}"
 
 
 def _history_chart(client: str, rows: list[FigureRow]) -> Markup:

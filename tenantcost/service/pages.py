@@ -42,7 +42,7 @@ from tenantcost.service.auth import (
 )
 from tenantcost.service.config import ServiceSettings
 from tenantcost.service.json_body import text_problem
-from tenantcost.service.params import CatalogValue, PageNumber, SearchText
+from tenantcost.service.params import CatalogValue, CurrencyCode, PageNumber, SearchText
 from tenantcost.service.permissions import (
     MANAGER_MONTH_FIELDS,
     Action,
@@ -324,10 +324,13 @@ def client_page(
     request: Request,
     access: Annotated[ClientAccess, Depends(client_access)],
     month: str | None = Query(None, pattern=MONTH_PATTERN),
+    currency: CurrencyCode | None = None,
 ) -> Response:
     """A client's month: figure, status, change notice, sheet, history, and its
     "Month to date, not issued" section from the month's latest watch run. A month of which
-    the viewer may see no figure but whose watch has the client shows that section alone."""
+    the viewer may see no figure but whose watch has the client shows that section alone.
+    Figures in ``?currency=`` (default the stored ``presentation:``) where the month's run
+    converted into it (:mod:`tenantcost.service.currency_view`)."""
     from tenantcost.service import page_views
     from tenantcost.service.watch_view import client_section
     from tenantcost.store.watch_snapshots import watched_months
@@ -339,11 +342,15 @@ def client_page(
     known = {r.month for r in rows} | set(watched)
     if not known or (month is not None and month not in known):
         raise not_found()
+    from tenantcost.service.currency_view import converted_rows, stored_presentation
     from tenantcost.store.catalog import names_of
 
     rows = _shown_text(engine, access.principal, access.client, rows)
     name = names_of(engine, [access.client]).get(access.client)  # the client's own name only
     internal = can(access.principal, Action.VIEW_INTERNAL_SHEET, access.client).allowed
+    shown_in = currency or stored_presentation(engine)
+    if shown_in:
+        rows = converted_rows(engine, rows, shown_in, internal)
     view = page_views.client_view(access.client, rows, month, scope.drafts, name, watched,
                                   internal_sheet=internal)  # fmt: skip
     changed = _changed(request, access, rows, view.month) if view.figure else None

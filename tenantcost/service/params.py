@@ -4,6 +4,7 @@
   ``OFFSET`` past its 64-bit integers (a 500); no search has a millionth page.
 * ``plan``, ``segment``, ``manager`` (the client list's filters): a catalog value, so what no
   stored text may hold (a control character, a lone surrogate) is a 422 naming the filter;
+* ``currency`` (a client's pages): an ISO 4217 code in force, else a 422;
 * ``q`` (the client search): part of a client id, so a character no client id may hold (a
   control character such as NUL, which PostgreSQL refuses in a query) is a 422 naming ``q``
   rather than a search that can match nothing.
@@ -53,3 +54,20 @@ CatalogValue = Annotated[
     AfterValidator(_catalog_value),
 ]
 """``?plan=``, ``?segment=``, ``?manager=`` of the client list."""
+
+
+def _currency_code(value: str) -> str:
+    from tenantcost.currency import is_currency
+
+    code = value.strip().upper()
+    if not is_currency(code):
+        raise ValueError("currency: not an ISO 4217 code in force, such as EUR, GBP or JPY")
+    return code
+
+
+CurrencyCode = Annotated[
+    str,
+    Query(max_length=8, description="An ISO 4217 code: show the figures converted into it."),
+    AfterValidator(_currency_code),
+]
+"""``?currency=`` of a client's pages (docs/currency.md): an unknown code is a 422."""

@@ -1,0 +1,136 @@
+"""A client's page in another currency: each month's figure as its run converted it.
+
+Which currency, first match wins (docs/currency.md): ``?currency=``, then the stored rule
+file's ``presentation:``, else the ledger currency (nothing converted). A month's figure is
+shown converted only when its run recorded a conversion into that currency
+(:mod:`tenantcost.store.run_fx`, frozen by the close that issued it); a month whose run has
+none stays in its ledger currency, and says so by its currency code.
+
+A converted figure carries what a reader needs to check it: the ledger amount, the policy,
+the source, and the span of the rates used (every rate is in the month's sheet). A rates
+file is named to a client's reader as "the company's rates file", never by its path
+(:func:`tenantcost.report.exchange_view.source_text`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sqlalchemy import Engine, select, tuple_
+
+from tenantcost.report.display import auto_places, format_amount, format_units
+from tenantcost.report.exchange_view import POLICY_TEXT, rate_span, source_text
+from tenantcost.service.page_data import FigureRow
+from tenantcost.store.models import RuleFile, Statement, table
+from tenantcost.store.run_fx import client_conversions, run_conversions
+
+
+@dataclass(frozen=True)
+class FigureFx:
+    """How a converted figure was formed, formatted."""
+
+    ledger: str
+    """The issued ledger amount with its currency: ``150.00 USD``."""
+    policy: str
+    source: str
+    rates: str
+    provisional: bool
+
+
+def stored_presentation(engine: Engine) -> str | None:
+    """The latest stored rule file's ``presentation:`` (None: none, or no rules)."""
+    import yaml
+
+    content = _latest_rule_file(engine)
+    document = yaml.safe_load(content) if content else None
+    value = document.get("presentation") if isinstance(document, dict) else None
+    return str(value).strip().upper() if value else None
+
+
+def _latest_rule_file(engine: Engine) -> str | None:
+    f = table(RuleFile).c
+    with engine.connect() as connection:
+        content = connection.execute(select(f.content).order_by(f.id.desc()).limit(1)).scalar()
+    return str(content) if content is not None else None
+
+
+def converted_rows(
+    engine: Engine, rows: list[FigureRow], currency: str, internal: bool
+) -> list[FigureRow]:
+    """``rows`` (one client's months) with each month its run converted into ``currency``
+    shown in it: amount, currency, the decimals of ``currency`` (raised for a figure too
+    small to show two digits) and ``fx``. Other rows unchanged."""
+    runs = {r.run_id for r in rows if r.currency != currency}
+    if not runs:
+        return rows
+    before = _previous_runs(engine, rows)
+    amounts = client_conversions(engine, sorted(runs | set(before.values())), currency)
+    found = {
+        (str(r), str(c)): int(a)
+        for r, c, a in zip(amounts["run_id"], amounts["client"], amounts["amount"], strict=True)
+    }
+    documents: dict[str, dict[str, Any]] = {}
+    out = []
+    for row in rows:  # one client's months: a handful
+        amount = found.get((row.run_id, row.client))
+        if amount is None or row.currency == currency:
+            out.append(row)
+            continue
+        if row.run_id not in documents:
+            documents[row.run_id] = run_conversions(engine, row.run_id)[currency].document
+        previous = found.get((before.get((row.month, row.revision or 0), ""), row.client))
+        out.append(_converted(row, amount, currency, documents[row.run_id], internal, previous))
+    return out
+
+
+def _previous_runs(engine: Engine, rows: list[FigureRow]) -> dict[tuple[str, int], str]:
+    """For each restated month shown, the run of the revision it replaced, by (month,
+    revision shown): its conversion gives the restatement's change in the shown currency."""
+    wanted = [(r.month, r.revision - 1) for r in rows if r.revision and r.revision > 1]
+    if not wanted:
+        return {}
+    s = table(Statement).c
+    client = rows[0].client
+    with engine.connect() as connection:
+        found = connection.execute(
+            select(s.month, s.revision, s.run_id).where(
+                s.client == client, tuple_(s.month, s.revision).in_(wanted)
+            )
+        ).all()
+    return {(str(m), int(v) + 1): str(r) for m, v, r in found}
+
+
+def _converted(
+    row: FigureRow,
+    amount: int,
+    currency: str,
+    fx: dict[str, Any],
+    internal: bool,
+    previous: int | None,
+) -> FigureRow:
+    places = row.places if row.places is not None else auto_places(row.currency, [row.amount])
+    ledger = (
+        format_amount(int(row.amount), places)
+        if row.shown is None
+        else format_units(int(row.shown), places)  # as the issued sheets show it
+    )
+    note = FigureFx(
+        ledger=f"{ledger} {row.currency}",
+        policy=POLICY_TEXT.get(str(fx["policy"]), str(fx["policy"])),
+        source=source_text(str(fx["source"]), internal),
+        rates=rate_span(fx),
+        provisional=bool(fx.get("provisional")),
+    )
+    return replace(
+        row,
+        amount=amount,
+        currency=currency,
+        shown=None,
+        places=auto_places(currency, [amount]),
+        smallest=None,
+        difference=None if previous is None else amount - previous,
+        previous_amount=previous,
+        fx=note,
+        ledger=row,
+    )
