@@ -6,8 +6,9 @@ CSV or Parquet file kept by whoever owns the contracts, with one row per client:
 ``client, name, plan, segment, account_manager, monthly_revenue, currency, start, end``
 
 Only ``client`` is required. ``monthly_revenue`` is the contracted revenue of a whole month
-(empty: unknown, so no margin for that client); ``currency`` (empty: the rule file's) must be
-the rule file's currency, since tenantcost never converts money; ``start`` and ``end`` are
+(empty: unknown, so no margin for that client) in the client's ``currency`` (ISO 4217; empty:
+the rule file's), which is also the currency the client's own pages show
+(docs/currency.md); ``start`` and ``end`` are
 the contract's first and last day (both inclusive, ``YYYY-MM-DD``; empty: open), so a month's
 revenue is prorated by the contract's days in it.
 
@@ -59,7 +60,6 @@ CATALOG_COLUMNS: tuple[str, ...] = (
 )
 """Every column a catalog may have, in the documented order."""
 
-_CURRENCY = re.compile(r"^[A-Z]{3}$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
@@ -178,24 +178,19 @@ def _check_clients(clients: pd.Series, raw: RawTable) -> None:
 
 
 def _check_currency(values: pd.Series, raw: RawTable, currency: str) -> pd.Series:
-    """An empty currency is the rule file's; any other is refused (no conversion, ever)."""
+    """The client's currency: its revenue's, and what its own pages and sheets show. Empty
+    is the rule file's (``currency``); any other must be an ISO 4217 code in force. Revenue
+    in another currency is converted where it meets costs
+    (:func:`tenantcost.presentation.revenue_rates`)."""
+    from tenantcost.currency import codes
+
     filled = values.where(values != "", currency)
     _fail(
         raw,
-        (~filled.str.fullmatch(_CURRENCY.pattern)).to_numpy(),
-        "currency must be a three-letter ISO 4217 code such as USD",
+        (~filled.isin(codes())).to_numpy(),
+        "currency must be an ISO 4217 code in force, such as USD, EUR or JPY",
         "currency",
     )
-    other = (filled != currency).to_numpy()
-    if other.any():
-        position = int(np.flatnonzero(other)[0])
-        raise InputError(
-            f"currency {filled.iloc[position]} is not the rule file's currency {currency}: "
-            "tenantcost does not convert money; give revenue in the rule file's currency",
-            file=raw.file,
-            where=raw.place(position),
-            column="currency",
-        )
     return filled
 
 

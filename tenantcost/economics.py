@@ -206,15 +206,27 @@ def month_costs(
 
 def prorated_revenue(catalog: pd.DataFrame, month: Period) -> pd.DataFrame:
     """Each catalog client's revenue for ``month``: monthly revenue x contract days in the
-    month / days of the month, half to even; ``active_days`` (0: no contract that month)."""
+    month / days of the month, half to even; ``active_days`` (0: no contract that month).
+
+    A catalog with ``fx_num, fx_den`` (:func:`tenantcost.presentation.revenue_rates`: the
+    client's currency into the costs' one) gives ``revenue`` converted, rounded once with the
+    proration (exact Python integers), and ``own_revenue``, the prorated revenue in the
+    client's own currency."""
     start = month.start.tz_localize(None)
     end = month.end.tz_localize(None)
     days = (end - start).days
     first = catalog["start"].fillna(start).clip(lower=start)
     last = (catalog["end"] + pd.Timedelta(days=1)).fillna(end).clip(upper=end)
     active = ((last - first).dt.days).clip(lower=0).to_numpy(dtype="int64")
-    revenue = div_half_even(catalog["monthly_revenue"].to_numpy(dtype="int64") * active, days)
-    return catalog.assign(active_days=active, revenue=revenue.astype("int64"))
+    monthly = catalog["monthly_revenue"].to_numpy(dtype="int64")
+    own = div_half_even(monthly * active, days).astype("int64")
+    if "fx_num" not in catalog:
+        return catalog.assign(active_days=active, revenue=own, own_revenue=own)
+    num = (monthly * active).astype(object) * catalog["fx_num"].to_numpy(dtype=object)
+    den = catalog["fx_den"].to_numpy(dtype=object) * days
+    revenue = np.asarray(div_half_even(num, den), dtype="int64")
+    out = catalog.assign(active_days=active, revenue=revenue, own_revenue=own)
+    return out.drop(columns=["fx_num", "fx_den"])
 
 
 # --------------------------------------------------------------------------- the core
@@ -254,6 +266,7 @@ def _clients(costs: MonthCosts, catalog: pd.DataFrame, policy: Policy) -> pd.Dat
         frame[column] = frame[column].fillna("").astype("str")
     frame["has_revenue"] = frame["has_revenue"].fillna(False).astype(bool)
     frame["revenue"] = frame["revenue"].fillna(0).astype("int64")
+    frame["own_revenue"] = frame["own_revenue"].fillna(0).astype("int64")
     frame["group"] = frame[str(policy.by)]
     frame["residual_share"] = residual_shares(frame, costs.residual, policy.residual)
     frame["all_in_cost"] = frame["cost"] + frame["residual_share"]

@@ -15,9 +15,12 @@ user's file wins over the ECB for the same date and pair
 
 from __future__ import annotations
 
+from decimal import Decimal
+from fractions import Fraction
+
 import pandas as pd
 
-from tenantcost.config.fx import ECB
+from tenantcost.config.fx import ECB, Fx
 from tenantcost.config.rules import RuleSet
 from tenantcost.convert import convert_result, result_days
 from tenantcost.currency import require_currency
@@ -25,6 +28,7 @@ from tenantcost.errors import InputError
 from tenantcost.fx import build_conversion
 from tenantcost.readers.fx_rates import ecb_label, read_rates
 from tenantcost.result import AllocationResult
+from tenantcost.windows import Period
 
 
 def presentation_currency(
@@ -95,3 +99,77 @@ def _rate_window(rates: pd.DataFrame, days: list, max_age_hours: int) -> pd.Data
     if not earlier.empty:  # the last day before the window: an error can name it
         first = earlier.max()
     return rates.loc[(dates >= first) & (dates <= last)]
+
+
+def revenue_rates(
+    catalog: pd.DataFrame,
+    ruleset: RuleSet,
+    currency: str,
+    period: Period,
+    rates: tuple[pd.DataFrame, str] | None = None,
+) -> pd.DataFrame:
+    """``catalog`` (:attr:`tenantcost.catalog.Catalog.frame`) with, per client, the exact
+    multiplier ``fx_num / fx_den`` from its revenue's currency into ``currency``, the currency
+    its costs are compared in (:func:`tenantcost.economics.prorated_revenue` applies it and
+    rounds once). A monthly amount converts at the month's rate: the mean of the rates
+    published in the month (``daily`` and ``monthly_average``), its last rate
+    (``month_end``), or the rule file's (``fixed``, a cross of two fixed rates when neither
+    currency is the ledger's). One conversion per currency, vectorised over its clients."""
+    out = catalog.assign(fx_num=1, fx_den=1)
+    codes = sorted(set(out["currency"].astype("str")) - {currency, ""})
+    if not codes:
+        return out
+    fx = ruleset.fx
+    if fx is None:
+        raise InputError(
+            f"the catalog's revenue in {', '.join(codes)} is compared with costs in {currency}: "
+            "converting it needs exchange rates, an fx: section in the rule file "
+            "(docs/currency.md)",
+            where="fx",
+        )
+    month = f"{period.start:%Y-%m}"
+    for code in codes:
+        value = _month_rate(fx, ruleset.currency, code, currency, month, rates, ruleset)
+        chosen = (out["currency"] == code).to_numpy()
+        out.loc[chosen, "fx_num"] = value.numerator
+        out.loc[chosen, "fx_den"] = value.denominator
+    return out.astype({"fx_num": "object", "fx_den": "object"})
+
+
+def _month_rate(
+    fx: Fx,
+    ledger: str,
+    source: str,
+    target: str,
+    month: str,
+    rates: tuple[pd.DataFrame, str] | None,
+    ruleset: RuleSet,
+) -> Fraction:
+    """One unit of ``source`` in ``target`` for a monthly amount of ``month``."""
+    if fx.policy == "fixed":
+        given = fx.fixed.get(month, {})
+
+        def per_ledger(code: str) -> Fraction:
+            if code == ledger:
+                return Fraction(1)
+            if code not in given:
+                raise InputError(
+                    f"policy fixed: no {ledger}->{code} rate for {month} (revenue in "
+                    f"{source} shown in {target})",
+                    where=f'fx.fixed."{month}".{code}',
+                )
+            return Fraction(Decimal(given[code]))
+
+        return per_ledger(target) / per_ledger(source)
+    table, label = rates if rates is not None else rates_for(ruleset)
+    policy = "month_end" if fx.policy == "month_end" else "monthly_average"
+    first = pd.Period(month, freq="M").start_time.date()
+    try:
+        conversion = build_conversion(
+            table, fx.model_copy(update={"policy": policy}), source, target, [first], label
+        )
+    except InputError as exc:
+        raise InputError(
+            f"revenue in {source} compared with costs in {target}: {exc.message}", where="fx.rates"
+        ) from None
+    return conversion.multiplier(first)

@@ -90,11 +90,10 @@ BAD_ROWS = [
     (["a,A,pro,,,ten,USD,,"], "row 2, column 'monthly_revenue': expected a number, got 'ten'"),
     (["a,A,pro,,,-1,USD,,"], "row 2, column 'monthly_revenue': monthly_revenue must be >= 0"),
     (["a,A,pro,,,inf,USD,,"], "row 2, column 'monthly_revenue': amount must be finite"),
-    (["a,A,pro,,,1,usd,,"], "row 2, column 'currency': currency must be a three-letter ISO"),
+    (["a,A,pro,,,1,usd,,"], "row 2, column 'currency': currency must be an ISO 4217 code"),
     (
-        ["a,A,pro,,,1,,,", "b,B,pro,,,1,EUR,,"],
-        "row 3, column 'currency': currency EUR is not the rule file's currency USD: tenantcost "
-        "does not convert money",
+        ["a,A,pro,,,1,,,", "b,B,pro,,,1,EUR,,", "c,C,pro,,,1,XYZ,,"],
+        "row 4, column 'currency': currency must be an ISO 4217 code in force",
     ),
     (
         ["a,A,pro,,,1,USD,2026-13-01,"],
@@ -178,10 +177,10 @@ def test_catalog_load_refusals_write_nothing(tmp_path):
     )
     rules = runner.invoke(app, ["rules", "load", str(EXAMPLE / "rules.yaml"), *where])
     assert rules.exit_code == 0, rules.output
-    bad = write(tmp_path, "a,A,pro,,,10,EUR,,")
+    bad = write(tmp_path, "a,A,pro,,,10,EUR,,\nb,B,pro,,,10,EURO,,")
     refused = runner.invoke(app, ["catalog", "load", str(bad), *where])
     assert refused.exit_code == 2
-    assert refused.stderr.startswith(f"error: {bad}, row 2, column 'currency': currency EUR")
+    assert refused.stderr.startswith(f"error: {bad}, row 3, column 'currency': currency must be")
     engine = open_engine(resolve_settings(db=url, environ={}))
     with engine.connect() as connection:
         for model in (CatalogLoad, CatalogClient):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from fractions import Fraction
 from pathlib import Path
 
 import pandas as pd
@@ -87,7 +88,7 @@ def test_runs_convert_close_freezes_and_a_restatement_names_new_rates(tmp_path: 
     table = cli("history", *db).stdout
     assert "ledger amount" in table and "150.000000  USD" in table
     refused = cli("history", *db, "--currency", "GBP", code=2)
-    assert "no issued revision here was converted into GBP" in refused.stderr
+    assert "--currency GBP: no issued revision here was converted" in refused.stderr
 
 
 def test_explain_from_the_store_in_another_currency_is_the_files_bridge(tmp_path: Path):
@@ -122,9 +123,10 @@ def test_explain_from_the_store_in_another_currency_is_the_files_bridge(tmp_path
 
 
 def test_a_client_page_shows_the_issued_conversion_and_its_ledger(tmp_path: Path):
-    """Served by real uvicorn: the client page shows the month in ``presentation:`` (EUR) as
-    its run converted it, with the ledger amount and how it was converted; ``?currency=USD``
-    shows the ledger; an unknown code is a 422. An account manager reads no file name."""
+    """Served by real uvicorn: the client page shows the month in the client's own currency
+    (the catalog's: acme EUR, bravo GBP) as its run converted it, with the ledger amount and
+    how it was converted; ``?currency=USD`` shows the ledger; an unknown code is a 422. An
+    account manager reads no file name."""
     import re
 
     import httpx
@@ -141,6 +143,7 @@ def test_a_client_page_shows_the_issued_conversion_and_its_ledger(tmp_path: Path
     cli("ingest", "usage", "--usage", str(EXAMPLE / "usage.csv"), *db)
     cli("ingest", "costs", "--costs", str(EXAMPLE / "costs.csv"), *db)
     cli("fx", "load", str(EXAMPLE / "rates.csv"), *db)
+    cli("catalog", "load", str(EXAMPLE / "catalog.csv"), *db)  # acme EUR, bravo GBP
     cli("close", "--month", MONTH, "--allow-incomplete", *db)
     engine = open_engine(resolve_settings(db=url, environ={}))
     tokens = {
@@ -163,10 +166,12 @@ def test_a_client_page_shows_the_issued_conversion_and_its_ledger(tmp_path: Path
         assert manager.status_code == 200
         assert '<span class="amount" id="amount">138.63 EUR</span>' in manager.text
         assert re.search(r'id="fx-ledger">150(\.0+)? USD, as issued', manager.text)
-        assert "the company&#39;s rates file" in manager.text or "the company's rates" in manager.text
+        assert re.search(r"the company(&#39;|')s rates file", manager.text)
         assert "rates.csv" not in manager.text and "bravo" not in manager.text
         internal = pages["finance"].get("/clients/acme").text
         assert "rates.csv" in internal  # finance sees where the rates came from
+        own = pages["finance"].get("/clients/bravo").text  # the client's own currency wins
+        assert re.search(r'id="amount">[0-9.]+ GBP</span>', own) and "120.00 USD" in own
         ledger = pages["manager"].get("/clients/acme", params={"currency": "usd"}).text
         assert 'id="amount">150' in ledger and "fx-ledger" not in ledger
         assert pages["manager"].get("/clients/acme", params={"currency": "XYZ"}).status_code == 422
@@ -179,3 +184,55 @@ def test_a_client_page_shows_the_issued_conversion_and_its_ledger(tmp_path: Path
         restated = pages["manager"].get("/clients/acme").text
         assert "revision 1 of 2026-11: -1.52 EUR; in the ledger ±0.00 USD." in restated
         assert 'id="amount">137.12 EUR' in restated
+
+
+def mean(values: list[Fraction]) -> Fraction:
+    return sum(values, Fraction(0)) / len(values)
+
+
+def test_revenue_in_each_clients_currency_meets_costs_at_the_months_rate(tmp_path: Path):
+    """The catalog gives acme EUR and bravo GBP. Unit economics in EUR converts bravo's GBP
+    revenue at November's mean cross rate, in USD both; the store's runs convert into each
+    client's currency, and ``history`` shows each client in its own."""
+    eur_usd = [Fraction(r) for r in ("1.0790", "1.0800", "1.0850", "1.0860")]  # rates.csv
+    eur_gbp = [Fraction(r) for r in ("0.8390", "0.8400", "0.8450", "0.8460")]
+    args = ["unit-economics", "--config", str(EXAMPLE / "rules.yaml"), "--catalog",
+            str(EXAMPLE / "catalog.csv"), "--month", MONTH, "--format", "json"]  # fmt: skip
+
+    def revenues(*extra: str) -> dict[str, tuple[int, int, str]]:
+        doc = json.loads(cli(*args, *extra).stdout)
+        return {c["client"]: (c["revenue"], c["own_revenue"], c["revenue_currency"])
+                for c in doc["clients"]}  # fmt: skip
+
+    gbp_in_eur = mean([1 / g for g in eur_gbp])
+    assert revenues() == {  # presentation: EUR
+        "acme": (400_000_000, 400_000_000, "EUR"),
+        "bravo": (round(250_000_000 * gbp_in_eur), 250_000_000, "GBP"),
+    }
+    in_usd = revenues("--currency", "USD")
+    assert in_usd["acme"][0] == round(400_000_000 * mean(eur_usd))
+    cross = mean([u / g for u, g in zip(eur_usd, eur_gbp, strict=True)])  # GBP->USD per day
+    assert in_usd["bravo"][0] == round(250_000_000 * cross)
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    db = ["--db", url, "--data", str(tmp_path / "data")]
+    cli("db", "upgrade", *db)
+    cli("rules", "load", str(EXAMPLE / "rules.yaml"), *db)
+    cli("catalog", "load", str(EXAMPLE / "catalog.csv"), *db)
+    cli("ingest", "usage", "--usage", str(EXAMPLE / "usage.csv"), *db)
+    cli("ingest", "costs", "--costs", str(EXAMPLE / "costs.csv"), *db)
+    cli("fx", "load", str(EXAMPLE / "rates.csv"), *db)
+    ran = json.loads(cli("run", "--month", MONTH, "--format", "json", *db).stdout)
+    assert sorted(c["currency"] for c in ran["conversions"]) == ["EUR", "GBP"]
+    cli("close", "--month", MONTH, "--allow-incomplete", *db)
+    shown = json.loads(cli("history", "--format", "json", *db).stdout)
+    assert {(h["client"], h["currency"]) for h in shown} == {("acme", "EUR"), ("bravo", "GBP")}
+    gbp = json.loads(cli("allocate", "--config", str(EXAMPLE / "rules.yaml"), "--format", "json",
+                         "--currency", "GBP").stdout)  # fmt: skip
+    bravo = next(h for h in shown if h["client"] == "bravo")
+    assert bravo["amount"] == next(c["amount"] for c in gbp["clients"] if c["client"] == "bravo")
+    stored = json.loads(cli("unit-economics", "--from-db", "--month", MONTH, "--format", "json",
+                            *db).stdout)  # fmt: skip
+    assert stored["money"]["currency"] == "USD"
+    assert next(c for c in stored["clients"] if c["client"] == "acme")["revenue"] == in_usd[
+        "acme"][0]  # fmt: skip

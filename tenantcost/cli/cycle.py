@@ -324,27 +324,37 @@ def history_command(
 
 
 def _shown(engine: Engine, entries: list[HistoryEntry], asked: str | None) -> list[HistoryEntry]:
-    """``history``'s entries in the currency asked for, else the stored presentation:."""
+    """``history``'s entries in the currency asked for, else each client's own (the
+    catalog's), else the stored ``presentation:``."""
     from tenantcost.currency import require_currency
+    from tenantcost.store.catalog import currencies_of
     from tenantcost.store.history import converted
     from tenantcost.store.month_inputs import stored_rules
 
+    if not entries:
+        return entries
+    clients = sorted({e.client for e in entries})
     if asked is not None:
-        currency = require_currency(asked.strip().upper(), where="--currency")
+        wanted = dict.fromkeys(clients, require_currency(asked.strip().upper(), where="--currency"))
     else:
         try:
-            currency = stored_rules(engine).ruleset.presentation or ""
+            default = stored_rules(engine).ruleset.presentation or ""
         except InputError:  # no rules stored: nothing was converted either
-            currency = ""
-    if not currency or not entries:
-        return entries
-    shown = converted(engine, entries, currency)
-    if asked is not None and all(e.currency != currency for e in shown):
+            default = ""
+        wanted = {c: default for c in clients} | currencies_of(engine, clients)
+    shown: dict[int, HistoryEntry] = {}
+    for currency in sorted({c for c in wanted.values() if c}):
+        mine = [(i, e) for i, e in enumerate(entries) if wanted[e.client] == currency]
+        done = converted(engine, [e for _, e in mine], currency)
+        shown |= {i: d for (i, _), d in zip(mine, done, strict=True)}
+    out = [shown.get(i, e) for i, e in enumerate(entries)]
+    if asked is not None and all(e.currency != wanted[e.client] for e in out):
         raise InputError(
-            f"--currency {currency}: no issued revision here was converted into {currency}; "
-            "a run converts into the rule file's presentation: currency (docs/currency.md)"
+            f"--currency {asked.strip().upper()}: no issued revision here was converted into "
+            "it; a run converts into the rule file's presentation: currency and the catalog's "
+            "client currencies (docs/currency.md)"
         )
-    return shown
+    return out
 
 
 __all__ = ["close_command", "history_command", "reopen_command", "run_command", "status_command"]

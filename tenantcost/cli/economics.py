@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tenantcost.cli.shell import RunOptions, app, command, run_options, user_errors
+from tenantcost.cli.shell import CurrencyOpt, RunOptions, app, command, run_options, user_errors
 from tenantcost.cli.store import EXIT_LOCKED, DataOpt, DbOpt, SettingsOpt, WaitOpt
 from tenantcost.errors import InputError
 
@@ -98,6 +98,7 @@ def unit_economics_command(
     db: DbOpt = None,
     data: DataOpt = None,
     settings: SettingsOpt = None,
+    currency: CurrencyOpt = None,
 ) -> None:
     """Unit economics of a month: cost, all-in cost, revenue, margin and price floors per plan
     (or segment) and client; concentration; a projection while the month is in progress."""
@@ -130,13 +131,13 @@ def unit_economics(options: RunOptions, catalog_path: Path, choices: Choices) ->
     from tenantcost.catalog import read_catalog
     from tenantcost.cli.run import opened
 
-    with opened(options) as run:
+    with opened(options, presents=True) as run:
         ruleset = run.inputs.ruleset
         catalog = read_catalog(catalog_path, ruleset.currency)
-        allocation = run.allocate()
+        allocation = run.allocate()  # in --currency (or presentation:), converted exactly
         assert run.period is not None  # --month was given
         requests = usage_requests(run.inputs.usage, run.period, run.inputs.con)
-    _finish(options, choices, ruleset, allocation.result, catalog, requests)
+    _finish(options, choices, ruleset, allocation.result, catalog, requests, None)
 
 
 def unit_economics_from_db(
@@ -152,6 +153,7 @@ def unit_economics_from_db(
     from tenantcost.store.catalog import stored_catalog
     from tenantcost.store.data import DataDir, Store
     from tenantcost.store.report_figures import load_run_figures
+    from tenantcost.store.run_fx import store_rates
     from tenantcost.store.schema import current_store
     from tenantcost.store.settings import resolve_settings
     from tenantcost.store.stored import stored_usage
@@ -168,12 +170,20 @@ def unit_economics_from_db(
     with current_store(resolved) as engine:
         with engine.connect() as connection:
             figures = load_run_figures(connection, latest_run(connection, options.month))
+            rates = store_rates(connection, figures.ruleset)
         currency = figures.result.currency
+        if options.currency and options.currency.strip().upper() != currency:
+            raise InputError(
+                f"--currency with --from-db: the stored run's costs are priced in its ledger "
+                f"currency {currency} (the catalog's revenue is converted into it); for "
+                "another currency run unit-economics from the files (--config)"
+            )
         catalog = read_catalog(catalog_path, currency) if catalog_path else stored_catalog(engine)
         con = connect()
         usage = stored_usage(Store(engine, DataDir(resolved.require_data())), period, con)
         requests = usage_requests(usage, period, con)
-    _finish(options, choices, figures.ruleset, figures.result, catalog, requests)
+    _finish(options, choices, figures.ruleset, figures.result, catalog, requests,
+            (rates.table, rates.source))  # fmt: skip
 
 
 def latest_run(connection: Connection, month: str) -> str:
@@ -198,19 +208,25 @@ def _finish(
     result: AllocationResult,
     catalog: Catalog,
     requests: pd.DataFrame | None,
+    rates: tuple[pd.DataFrame, str] | None,
 ) -> None:
-    """Compute, project, print; write the files with ``--out``. With ``--out DIR --format
+    """Compute, project, print; write the files with ``--out``. Revenue in a client's own
+    currency is converted into the costs' at the month's rate (``rates``: the store's; None:
+    the rule file's), :func:`tenantcost.presentation.revenue_rates`. With ``--out DIR --format
     html`` the page is written to the folder only (stdout names the file): a page printed to
     a terminal after writing it is noise."""
     from tenantcost.economics import compute, month_costs, project
+    from tenantcost.presentation import revenue_rates
     from tenantcost.report import economics_page as page
     from tenantcost.windows import Period
     from tenantcost.writers import economics as writer
 
     assert options.month is not None
-    costs = month_costs(result, Period.month(options.month), requests)
+    month = Period.month(options.month)
+    costs = month_costs(result, month, requests)
     policy = pricing_policy(ruleset, choices.target_text, choices.by)
-    economics = compute(costs, catalog.frame, policy)
+    revenue = revenue_rates(catalog.frame, ruleset, result.currency, month, rates)
+    economics = compute(costs, revenue, policy)
     economics.projection = project(economics, choices.as_of)
     writer.warn_partial(economics)
     page_to_folder = options.out is not None and choices.fmt == "html"

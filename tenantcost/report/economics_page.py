@@ -287,7 +287,10 @@ def finance_page(
     policy = policy_for(ruleset.pricing, GroupBy.PLAN)  # report has no --target-margin
     # each client's requests, as unit-economics counts them (cli.economics.usage_requests)
     requests = client_sums(inputs.usage, period, inputs.con, REQUESTS)
-    economics = compute(month_costs(result, period, requests), catalog.frame, policy)
+    from tenantcost.presentation import revenue_rates
+
+    revenue = revenue_rates(catalog.frame, ruleset, result.currency, period)
+    economics = compute(month_costs(result, period, requests), revenue, policy)
     at = pd.Timestamp.now(tz="UTC") if as_of is None else pd.Timestamp(as_of)
     at = at.tz_localize("UTC") if at.tzinfo is None else at.tz_convert("UTC")
     economics.projection = project(economics, max(at, period.start))

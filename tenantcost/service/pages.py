@@ -329,7 +329,8 @@ def client_page(
     """A client's month: figure, status, change notice, sheet, history, and its
     "Month to date, not issued" section from the month's latest watch run. A month of which
     the viewer may see no figure but whose watch has the client shows that section alone.
-    Figures in ``?currency=`` (default the stored ``presentation:``) where the month's run
+    Figures in ``?currency=`` (default the client's own currency in the catalog, else the
+    stored ``presentation:``) where the month's run
     converted into it (:mod:`tenantcost.service.currency_view`)."""
     from tenantcost.service import page_views
     from tenantcost.service.watch_view import client_section
@@ -343,12 +344,12 @@ def client_page(
     if not known or (month is not None and month not in known):
         raise not_found()
     from tenantcost.service.currency_view import converted_rows, stored_presentation
-    from tenantcost.store.catalog import names_of
+    from tenantcost.store.catalog import currency_of, names_of
 
     rows = _shown_text(engine, access.principal, access.client, rows)
     name = names_of(engine, [access.client]).get(access.client)  # the client's own name only
     internal = can(access.principal, Action.VIEW_INTERNAL_SHEET, access.client).allowed
-    shown_in = currency or stored_presentation(engine)
+    shown_in = currency or currency_of(engine, access.client) or stored_presentation(engine)
     if shown_in:
         rows = converted_rows(engine, rows, shown_in, internal)
     view = page_views.client_view(access.client, rows, month, scope.drafts, name, watched,

@@ -110,9 +110,11 @@ def _document(
         project,
         projected_costs,
     )
+    from tenantcost.presentation import revenue_rates
     from tenantcost.split import connect
     from tenantcost.store.catalog import stored_catalog
     from tenantcost.store.report_figures import load_run_figures
+    from tenantcost.store.run_fx import store_rates
     from tenantcost.store.stored import stored_usage
     from tenantcost.usage_source import client_sums
     from tenantcost.windows import Period
@@ -121,6 +123,7 @@ def _document(
     catalog = stored_catalog(engine)
     with engine.connect() as connection:
         stored = load_run_figures(connection, source.run_id)
+        rates = store_rates(connection, stored.ruleset)
     period = Period.month(source.month)
     requests = None
     if store is not None:
@@ -130,10 +133,13 @@ def _document(
     costs = month_costs(stored.result, period, requests)
     covered = coverage(costs)
     basis = Basis.MONTH if source.state == "closed" and covered >= 1 else Basis.PROJECTED
-    economics = compute(costs, catalog.frame, policy)
+    revenue = revenue_rates(  # a client's own currency, at the month's rate
+        catalog.frame, stored.ruleset, stored.result.currency, period, (rates.table, rates.source)
+    )
+    economics = compute(costs, revenue, policy)
     projection = project(economics, as_of)
     if basis is Basis.PROJECTED:  # never a partial cost against a full month's revenue
-        economics = compute(projected_costs(costs), catalog.frame, policy)
+        economics = compute(projected_costs(costs), revenue, policy)
     economics.projection = projection
     return document(economics) | {"basis": basis.value, "coverage": covered}
 

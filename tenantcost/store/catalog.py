@@ -154,3 +154,35 @@ def names_of(bind: Engine | Connection, clients: list[str]) -> dict[str, str]:
     query = select(names.c.client, names.c.name).where(names.c.client.in_(clients))
     with connected(bind) as connection:
         return {str(c): str(n) for c, n in connection.execute(query).all()}
+
+
+def catalog_currencies(bind: Engine | Connection) -> set[str]:
+    """The currencies of the store's catalog (its latest load): what runs convert into."""
+    load, client = table(CatalogLoad).c, table(CatalogClient).c
+    latest = select(func.max(load.id)).scalar_subquery()
+    query = select(client.currency).where(client.load_id == latest).distinct()
+    with connected(bind) as connection:
+        return {str(c) for c in connection.execute(query).scalars() if c}
+
+
+def currency_of(bind: Engine | Connection, client_id: str) -> str | None:
+    """The client's own currency in the store's catalog (None: not in it)."""
+    load, client = table(CatalogLoad).c, table(CatalogClient).c
+    latest = select(func.max(load.id)).scalar_subquery()
+    query = select(client.currency).where(client.load_id == latest, client.client == client_id)
+    with connected(bind) as connection:
+        value = connection.execute(query).scalar()
+    return str(value) if value else None
+
+
+def currencies_of(bind: Engine | Connection, clients: list[str]) -> dict[str, str]:
+    """The own currencies of ``clients`` in the store's catalog, those in it."""
+    if not clients:
+        return {}
+    load, client = table(CatalogLoad).c, table(CatalogClient).c
+    latest = select(func.max(load.id)).scalar_subquery()
+    query = select(client.client, client.currency).where(
+        client.load_id == latest, client.client.in_(clients)
+    )
+    with connected(bind) as connection:
+        return {str(c): str(v) for c, v in connection.execute(query).all() if v}

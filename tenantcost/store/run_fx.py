@@ -2,7 +2,8 @@
 by the close that issues it.
 
 ``tenantcost run`` converts the month it allocated into every currency the store shows
-figures in (the rule file's ``presentation:``; the ledger currency needs none) with the
+figures in (the rule file's ``presentation:`` and the catalog's client currencies; the
+ledger currency needs none) with the
 exact, rounded-once conversion of ``allocate --currency`` (:mod:`tenantcost.convert`), and
 records each conversion beside the run (``run_fx``: the ``fx`` document, the converted
 cascade; ``run_fx_client``: each client's converted and ledger totals).
@@ -41,9 +42,10 @@ from tenantcost.store.fx_rates import stored_rates
 from tenantcost.store.models import FxLoad, RunFx, RunFxClient, table
 
 
-def run_currencies(ruleset: RuleSet) -> list[str]:
-    """The currencies a run of ``ruleset`` records a conversion for (never the ledger's)."""
-    shown = {ruleset.presentation} if ruleset.presentation else set()
+def run_currencies(ruleset: RuleSet, clients: set[str] | None = None) -> list[str]:
+    """The currencies a run of ``ruleset`` records a conversion for (never the ledger's):
+    ``presentation:`` and the catalog's client currencies (``clients``)."""
+    shown = ({ruleset.presentation} if ruleset.presentation else set()) | (clients or set())
     return sorted(c for c in shown if c != ruleset.currency)
 
 
@@ -85,7 +87,8 @@ def convert_run(
             out.append(present(result, ruleset, currency, (rates.table, rates.source)))
         except InputError as exc:
             raise InputError(
-                f"converting {result.currency} into {currency} (presentation:): {exc.message}; "
+                f"converting {result.currency} into {currency} (presentation: or a client's "
+                f"currency in the catalog): {exc.message}; "
                 "a run converts at the rates in the store: `tenantcost fx load FILE` (or "
                 "`fx load ecb`) stores them"
             ) from None

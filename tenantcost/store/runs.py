@@ -25,9 +25,9 @@ the allocation runs on billed money, and the invoice cascade
 ``invoice`` object of ``allocate --format json``). ``close`` issues that run, so the
 revision carries its cascade.
 
-**Currencies.** When the rule file names a ``presentation:`` currency, the run also records
-the month converted into it, at the store's rates (:mod:`tenantcost.store.run_fx`); a close
-issues those conversions with the run.
+**Currencies.** When the rule file names a ``presentation:`` currency, or the catalog gives
+clients their own, the run also records the month converted into each, at the store's rates
+(:mod:`tenantcost.store.run_fx`); a close issues those conversions with the run.
 
 The report pack's figures that need the inputs again (a re-run per alternative key) are
 recorded by ``close`` for the run it issues, not here: they would make every run several
@@ -61,6 +61,7 @@ from tenantcost.result import AllocationResult
 from tenantcost.split import connect
 from tenantcost.store.batches import name_batches
 from tenantcost.store.billing import stored_billing_run
+from tenantcost.store.catalog import catalog_currencies
 from tenantcost.store.data import Store
 from tenantcost.store.lock import write_transaction
 from tenantcost.store.models import (
@@ -137,7 +138,7 @@ def run_month(
             f"`tenantcost ingest costs --month {month}` first"
         )
     rules = stored_rules(store.engine)
-    currencies = run_currencies(rules.ruleset)
+    currencies = run_currencies(rules.ruleset, catalog_currencies(store.engine))
     converting = bool(currencies) and needs_days(rules.ruleset, period.start, period.end)
     con = connect()
     try:

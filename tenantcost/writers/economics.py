@@ -150,6 +150,8 @@ def _client_documents(economics: Economics) -> list[dict[str, Any]]:
             "margin_pct": _floats(clients["margin_pct"].where(has)),
             "under_margin_floor": clients["under_margin_floor"].astype(bool).to_numpy(),
             "requests": _floats(clients[REQUESTS]),
+            "revenue_currency": _revenue_currency(clients, economics.costs.currency),
+            "own_revenue": _ints(clients["own_revenue"], has),
         }
     )
     by_client = _cut(records, clients["client"].astype(str).to_numpy())
@@ -304,6 +306,11 @@ def _clients_table(economics: Economics) -> str:
     has = c["has_revenue"]
     flags = np.where(~c["in_catalog"], "not in catalog", np.where(c["under_margin_floor"],
                      "under margin floor", ""))  # fmt: skip
+    own = pd.Series(_revenue_currency(c, economics.costs.currency), index=c.index)
+    other = (own != economics.costs.currency) & has
+    if other.any():  # revenue in the client's own currency, converted at the month's rate
+        said = "revenue " + pd.Series(_money_or_dash(c["own_revenue"]), index=c.index) + " " + own
+        flags = np.where(other, np.where(flags == "", said, flags + "; " + said), flags)
     columns = [
         c["client"].astype(str).tolist(),
         _shown(c["group"]),
@@ -397,6 +404,13 @@ def text(economics: Economics) -> str:
 # --------------------------------------------------------------------------- CSV
 
 
+def _revenue_currency(clients: pd.DataFrame, currency: str) -> np.ndarray:
+    """The currency of each client's catalog revenue (``own_revenue``): its own, else the
+    costs' (``revenue`` is always in the costs' currency, converted at the month's rate)."""
+    own = clients["currency"].astype("str")
+    return own.where(own != "", currency).to_numpy(dtype=object)
+
+
 def _decimal(frame: pd.DataFrame, column: str, present: Any = None) -> pd.Series:
     values = frame[column].fillna(0).astype("int64")
     text_values = micros_to_decimal_strings(values)
@@ -423,7 +437,9 @@ def clients_frame(economics: Economics) -> pd.DataFrame:
     out["under_margin_floor"] = c["under_margin_floor"]
     out[REQUESTS] = c[REQUESTS]
     out["currency"] = economics.costs.currency
-    return neutralised(out.reset_index(drop=True), decimals=CLIENT_AMOUNTS)
+    out["revenue_currency"] = _revenue_currency(c, economics.costs.currency)
+    out["own_revenue"] = _decimal(c, "own_revenue", has)
+    return neutralised(out.reset_index(drop=True), decimals=(*CLIENT_AMOUNTS, "own_revenue"))
 
 
 def groups_frame(economics: Economics) -> pd.DataFrame:
