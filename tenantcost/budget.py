@@ -270,11 +270,12 @@ a larger budget is a typo)."""
 
 def read_budgets(path: Path) -> pd.DataFrame:
     """A budget file, CSV ``client, low, expected, high`` (currency units, exact decimals with
-    at most 6 places; ``budget plan --format csv`` writes it, with a ``method`` column), as
-    ``client, low, expected, high`` int64 micro-units. The first bad cell is one
-    :class:`InputError` naming file, row and column: an empty cell (but a row ``budget plan``
-    marks ``no_history`` has no band and is left out), a client given twice or refused by
-    :mod:`tenantcost.client_id`, a negative or inexact amount, ``low > expected`` or
+    at most 6 places; ``budget plan --format csv`` writes it, with a ``method`` column; an
+    optional ``currency`` column sets a band in the client's currency), as ``client, low,
+    expected, high`` int64 micro-units and ``currency`` (``""``: the ledger's). The first bad
+    cell is one :class:`InputError` naming file, row and column: an empty cell (but a row
+    ``budget plan`` marks ``no_history`` has no band and is left out), a client given twice
+    or refused by :mod:`tenantcost.client_id`, a negative or inexact amount, ``low > expected`` or
     ``expected > high``. A client id's leading ``'`` before a formula character, which
     tenantcost's CSV files add for spreadsheets, is removed (:mod:`tenantcost.csv_cells`), so
     a plan it wrote loads the ids it planned."""
@@ -294,7 +295,22 @@ def read_budgets(path: Path) -> pd.DataFrame:
         out[column] = _micros(cells.where(~unbudgeted, "0"), raw, column)
     _fail(raw, (out["low"] > out["expected"]).to_numpy(), "low is above expected", "low")
     _fail(raw, (out["expected"] > out["high"]).to_numpy(), "expected is above high", "expected")
+    out["currency"] = _currencies(frame, raw)
     return out.loc[~unbudgeted].reset_index(drop=True)
+
+
+def _currencies(frame: pd.DataFrame, raw: RawTable) -> pd.Series:
+    """The optional ``currency`` column: the band's ISO 4217 currency, upper case; empty (or
+    no column): the ledger currency, ``""``."""
+    from tenantcost.currency import codes
+
+    if "currency" not in frame:
+        return pd.Series([""] * len(frame), dtype="str")
+    cells = text(frame["currency"]).str.strip().str.upper()
+    _fail(raw, ~(cells.isin(codes()) | (cells == "")).to_numpy(),
+          "currency must be an ISO 4217 code in force, such as EUR (or empty: the ledger "
+          "currency)", "currency")  # fmt: skip
+    return cells
 
 
 def _read_raw(path: Path) -> RawTable:
@@ -303,12 +319,12 @@ def _read_raw(path: Path) -> RawTable:
         raise InputError("a budget file is a .csv file (columns client, low, expected, high)",
                          file=file)  # fmt: skip
     columns = read_csv_header(path)
-    known = (*BUDGET_COLUMNS, "method")
+    known = (*BUDGET_COLUMNS, "method", "currency")
     unknown = [c for c in columns if c not in known]
     if unknown:
         raise InputError(
             f"unknown budget column{did_you_mean(unknown[0], known)}; columns are client, low, "
-            "expected, high (and method, as budget plan writes it)",
+            "expected, high (and method, as budget plan writes it, and currency)",
             file=file, where="header", column=unknown[0],
         )  # fmt: skip
     require_columns(columns, list(BUDGET_COLUMNS), file)

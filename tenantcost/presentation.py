@@ -173,3 +173,45 @@ def _month_rate(
             f"revenue in {source} compared with costs in {target}: {exc.message}", where="fx.rates"
         ) from None
     return conversion.multiplier(first)
+
+
+def rate_to_date(
+    ruleset: RuleSet,
+    target: str,
+    month: str,
+    as_of: pd.Timestamp,
+    rates: tuple[pd.DataFrame, str] | None = None,
+) -> tuple[Fraction, bool]:
+    """One ledger unit in ``target`` for a month still in progress at ``as_of`` (a budget
+    set in a client's currency, :mod:`tenantcost.store.watch_run`): the mean of the rates
+    published in the month up to ``as_of`` (the month's last one for ``month_end``; the fixed
+    rate for ``fixed``); before the month's first publication, the latest rate within
+    ``max_age``. The flag says the rate is provisional: the month's rate is not final yet."""
+    fx = ruleset.fx
+    if fx is None:
+        raise InputError(
+            f"a budget in {target} is compared with costs in {ruleset.currency}: that needs "
+            "exchange rates, an fx: section in the rule file (docs/currency.md)",
+            where="fx",
+        )
+    if fx.policy == "fixed":
+        return _month_rate(fx, ruleset.currency, ruleset.currency, target, month, rates,
+                           ruleset), False  # fmt: skip
+    table, label = rates if rates is not None else rates_for(ruleset)
+    day = min(as_of, pd.Period(month, freq="M").end_time.tz_localize(as_of.tz)).date()
+    known = table.loc[pd.to_datetime(table["date"]).dt.date <= day]
+    first = pd.Period(month, freq="M").start_time.date()
+    published = known.loc[pd.to_datetime(known["date"]).dt.date >= first]
+    if published.empty or not _reaches(published, ruleset.currency, target):
+        carried = build_conversion(known, fx.model_copy(update={"policy": "daily"}),
+                                   ruleset.currency, target, [day], label)  # fmt: skip
+        return carried.multiplier(day), True
+    final = day >= pd.Period(month, freq="M").end_time.date()
+    return _month_rate(fx, ruleset.currency, ruleset.currency, target, month,
+                       (published, label), ruleset), not final  # fmt: skip
+
+
+def _reaches(rates: pd.DataFrame, ledger: str, target: str) -> bool:
+    from tenantcost.fx import pair_multipliers
+
+    return bool(pair_multipliers(rates, ledger, target))

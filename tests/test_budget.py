@@ -248,9 +248,9 @@ def test_plan_csv_loads_unchanged_and_versions_are_kept(world: World):
     engine = engine_of(world)
     try:
         bands = month_budgets(engine, "2026-11")
-        assert list(bands.columns) == ["client", "low", "expected", "high", "version"]
-        assert all(str(t) == "int64" for t in bands.dtypes.iloc[1:])
-        want = [(c["client"], c["low"], c["expected"], c["high"], 1) for c in plan["clients"]
+        assert list(bands.columns) == ["client", "low", "expected", "high", "version", "currency"]
+        assert all(str(t) == "int64" for t in bands.dtypes.iloc[1:5])
+        want = [(c["client"], c["low"], c["expected"], c["high"], 1, "USD") for c in plan["clients"]
                 if c["method"] != "no_history"]  # fmt: skip
         assert list(bands.itertuples(index=False, name=None)) == want
         assert "already 2026-11's budget in force (version 1)" in ok(
@@ -264,7 +264,7 @@ def test_plan_csv_loads_unchanged_and_versions_are_kept(world: World):
         now = month_budgets(engine, "2026-11")
         assert now.to_dict("records") == [{"client": "tenant-a", "low": 100_000_000,
                                            "expected": 150_500_000, "high": 200_000_001,
-                                           "version": 2}]  # fmt: skip
+                                           "version": 2, "currency": "USD"}]  # fmt: skip
         with engine.connect() as connection:
             kept = connection.execute(select(func.count()).select_from(table(BudgetClient)))
             assert kept.scalar() == 5  # version 1's four clients and version 2's one

@@ -144,6 +144,9 @@ def test_a_client_page_shows_the_issued_conversion_and_its_ledger(tmp_path: Path
     cli("ingest", "costs", "--costs", str(EXAMPLE / "costs.csv"), *db)
     cli("fx", "load", str(EXAMPLE / "rates.csv"), *db)
     cli("catalog", "load", str(EXAMPLE / "catalog.csv"), *db)  # acme EUR, bravo GBP
+    budget = tmp_path / "budget.csv"  # acme's band in EUR: 138.63 EUR is within, 150 USD not
+    budget.write_text("client,low,expected,high,currency\nacme,130,135,140,EUR\n")
+    cli("budget", "load", str(budget), "--month", MONTH, *db)
     cli("close", "--month", MONTH, "--allow-incomplete", *db)
     engine = open_engine(resolve_settings(db=url, environ={}))
     tokens = {
@@ -168,6 +171,8 @@ def test_a_client_page_shows_the_issued_conversion_and_its_ledger(tmp_path: Path
         assert re.search(r'id="fx-ledger">150(\.0+)? USD, as issued', manager.text)
         assert re.search(r"the company(&#39;|')s rates file", manager.text)
         assert "rates.csv" not in manager.text and "bravo" not in manager.text
+        listed = pages["finance"].get("/api/v1/clients", params={"month": MONTH}).json()
+        assert {i["id"]: i["budget_status"] for i in listed["items"]}["acme"] == "within"
         internal = pages["finance"].get("/clients/acme").text
         assert "rates.csv" in internal  # finance sees where the rates came from
         own = pages["finance"].get("/clients/bravo").text  # the client's own currency wins
@@ -236,3 +241,33 @@ def test_revenue_in_each_clients_currency_meets_costs_at_the_months_rate(tmp_pat
     assert stored["money"]["currency"] == "USD"
     assert next(c for c in stored["clients"] if c["client"] == "acme")["revenue"] == in_usd[
         "acme"][0]  # fmt: skip
+
+
+def test_a_budget_in_the_clients_currency_is_watched_at_the_months_rates(tmp_path: Path):
+    """acme's band is in EUR: the watch converts its projection at November's rates to date
+    (the mean of the four published rates), exactly, rounded once, and compares that; bravo's
+    band stays in the ledger. A bad currency cell is one line, exit 2."""
+    db = ["--db", f"sqlite:///{tmp_path / 'store.db'}", "--data", str(tmp_path / "data")]
+    cli("db", "upgrade", *db)
+    cli("rules", "load", str(EXAMPLE / "rules.yaml"), *db)
+    cli("ingest", "usage", "--usage", str(EXAMPLE / "usage.csv"), *db)
+    cli("ingest", "costs", "--costs", str(EXAMPLE / "costs.csv"), *db)
+    cli("fx", "load", str(EXAMPLE / "rates.csv"), *db)
+    budget = tmp_path / "budget.csv"
+    budget.write_text("client,low,expected,high,currency\nacme,130,135,140,EUR\n"
+                      "bravo,100,110,115,\n")  # fmt: skip
+    cli("budget", "load", str(budget), "--month", MONTH, *db)
+    args = ["watch", "--month", MONTH, "--as-of", "2026-12-01T00:00:00Z", *db]
+    doc = json.loads(cli(*args, "--format", "json").stdout)
+    acme, bravo = (next(c for c in doc["clients"] if c["client"] == n) for n in ("acme", "bravo"))
+    rate = mean([1 / Fraction(r) for r in ("1.0790", "1.0800", "1.0850", "1.0860")])
+    assert acme["projected"] == 150_000_000  # the ledger, as scored
+    assert acme["budget"]["currency"] == "EUR" and Fraction(acme["budget"]["rate"]) == rate
+    assert acme["budget"]["projected"] == round(150_000_000 * rate) == 138_569_223
+    assert acme["status"] == "within"  # 138.57 EUR in 130..140 EUR (150 USD would be above)
+    assert bravo["budget"]["currency"] == "USD" and bravo["status"] == "above"
+    table = cli(*args).stdout
+    assert "130.000000 .. 140.000000 EUR (projected 138.569223 EUR at ≈0.923795)" in table
+    budget.write_text("client,low,expected,high,currency\nacme,130,135,140,EURO\n")
+    refused = cli("budget", "load", str(budget), "--month", MONTH, *db, code=2)
+    assert "row 2, column 'currency': currency must be an ISO 4217 code" in refused.stderr

@@ -78,6 +78,7 @@ from tenantcost.store.models import (
     CatalogLoad,
     Run,
     RunClient,
+    RunFxClient,
     Statement,
     WatchEntry,
     WatchSnapshot,
@@ -237,10 +238,42 @@ def _catalog() -> Select[Any]:
 
 
 def _band(month: str) -> Select[Any]:
-    """``client, low, high`` of the month's budget in force (its latest version)."""
+    """``client, low, high, currency`` of the month's budget in force (its latest version);
+    ``currency`` NULL: the ledger's, else the client's own."""
     v, c = table(BudgetVersion).c, table(BudgetClient).c
     latest = select(func.max(v.id)).where(v.month == month).scalar_subquery()
-    return select(c.client, c.low, c.high).where(c.version_id == latest)
+    return select(c.client, c.low, c.high, c.currency).where(c.version_id == latest)
+
+
+def _in_band_currency(source: MonthSource) -> Select[Any]:
+    """``client, currency, amount``: the month's figures as its run converted them
+    (:mod:`tenantcost.store.run_fx`), for a band set in a client's own currency."""
+    f = table(RunFxClient).c
+    if source.status is FigureStatus.DRAFT:
+        return select(f.client, f.currency, f.amount).where(f.run_id == source.run_id)
+    s = table(Statement).c
+    newest = (
+        select(s.client, func.max(s.revision).label("revision"))
+        .where(s.month == source.month, s.revision <= (source.revision or 1))
+        .group_by(s.client)
+        .subquery()
+    )
+    issued = (
+        select(s.client, s.run_id)
+        .join(newest, (newest.c.client == s.client) & (newest.c.revision == s.revision))
+        .where(s.month == source.month)
+        .subquery()
+    )
+    return select(f.client, f.currency, f.amount).join(
+        issued, (issued.c.client == f.client) & (issued.c.run_id == f.run_id)
+    )
+
+
+def _watch_status(month: str) -> Select[Any]:
+    """``client, status`` of the month's latest watch run (its band, its currency)."""
+    s, e = table(WatchSnapshot).c, table(WatchEntry).c
+    latest = select(func.max(s.id)).where(s.month == month).scalar_subquery()
+    return select(e.client, e.status).where(e.snapshot_id == latest)
 
 
 def _projection(month: str) -> Select[Any]:
@@ -295,9 +328,25 @@ def _rows(
                         else_=func.coalesce(projected.c.projected, amount))  # fmt: skip
     query = query.outerjoin(catalog, catalog.c.client == figures.c.client)
     query = query.outerjoin(band, band.c.client == figures.c.client)
+    own = _in_band_currency(source).subquery()
+    query = query.outerjoin(
+        own, (own.c.client == figures.c.client) & (own.c.currency == band.c.currency)
+    )
+    if source.status is FigureStatus.DRAFT:  # the watch compared it in the band's currency
+        watched = _watch_status(source.month).subquery()
+        query = query.outerjoin(watched, watched.c.client == figures.c.client)
+        in_own: Any = watched.c.status
+    else:
+        in_own = case(
+            (own.c.amount.is_(None), None),
+            (own.c.amount < band.c.low, BudgetStatus.BELOW.value),
+            (own.c.amount > band.c.high, BudgetStatus.ABOVE.value),
+            else_=BudgetStatus.WITHIN.value,
+        )
     budget = case(
         (measured.is_(None), None),
         (band.c.low.is_(None), BudgetStatus.NO_BUDGET.value),
+        (band.c.currency.is_not(None), in_own),
         (measured < band.c.low, BudgetStatus.BELOW.value),
         (measured > band.c.high, BudgetStatus.ABOVE.value),
         else_=BudgetStatus.WITHIN.value,

@@ -64,6 +64,7 @@ from tenantcost.store.watch_snapshots import (
     snapshot_document,
 )
 from tenantcost.timefmt import utc
+from tenantcost.writers.watch_text import approximate
 
 LABEL = "month to date, not issued"
 """What every watch figure is labelled with, on the pages and in the API."""
@@ -254,6 +255,12 @@ class ClientWatchView:
     """How a day is scored, in a sentence."""
     daily: DailyView | None = None
     """The daily cost per source, anomalies marked (:mod:`tenantcost.service.watch_daily_view`)."""
+    band_currency: str = ""
+    """The band's currency: the client's own when its budget is set in it, else ``currency``."""
+    band_projected: str = ""
+    """The projection in ``band_currency`` (at the month's rates to date), what the status
+    compares; ``""`` when the band is in ``currency``."""
+    band_rate: str = ""
 
 
 def client_section(
@@ -271,8 +278,17 @@ def client_section(
 
     low, expected, high = _band(doc)
     currency = str((doc["money"] or {}).get("currency", ""))
+    budget = doc.get("budget") or {}
+    band_currency = str(budget.get("currency") or currency)
+    converted = band_currency != currency
+    if converted:  # the band and its projection in the client's currency, apart
+        band_places = auto_places(band_currency, [v for v in (low, expected, high) if v])
+        banded = {**doc, "projected": budget.get("projected"), "money": {"currency": band_currency},
+                  "month_to_date": budget.get("month_to_date")}  # fmt: skip
     anomalies, changes = doc["anomalies"], doc["rule_changes"]
-    amounts = [doc["month_to_date"], doc["projected"], low, expected, high]
+    amounts = [doc["month_to_date"], doc["projected"]] + (
+        [] if converted else [low, expected, high]
+    )
     amounts += [a.get(k) for a in anomalies for k in ("amount", "baseline")]
     amounts += [c.get("effect") for c in changes]
     places = auto_places(currency, [int(a) for a in amounts if a is not None])
@@ -282,9 +298,9 @@ def client_section(
         currency=currency,
         month_to_date=_money(doc["month_to_date"], places),
         projected=_money(doc["projected"], places),
-        low=_money(low, places),
-        expected=_money(expected, places),
-        high=_money(high, places),
+        low=_money(low, band_places if converted else places),
+        expected=_money(expected, band_places if converted else places),
+        high=_money(high, band_places if converted else places),
         status=str(doc["status"]),
         month_closed=bool(doc["month_closed"]),
         anomalies=_anomaly_rows(anomalies, places),
@@ -295,9 +311,12 @@ def client_section(
             for c in changes
         ],
         warnings=_warning_rows(doc["warnings"] + doc["month_warnings"]),
-        band_svg=client_band(client, doc),
+        band_svg=client_band(client, banded if converted else doc),
         explained=score_sentence(settings, currency),
         daily=client_daily_section(engine, principal, client, month, anomalies),
+        band_currency=band_currency,
+        band_projected=_money(budget.get("projected"), band_places) if converted else "",
+        band_rate=approximate(str(budget.get("rate", ""))) if converted else "",
     )
 
 

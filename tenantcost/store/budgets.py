@@ -45,7 +45,7 @@ from tenantcost.store.month_state import (
     month_state,
 )
 
-BAND_COLUMNS = ("client", "low", "expected", "high", "version")
+BAND_COLUMNS = ("client", "low", "expected", "high", "version", "currency")
 """:func:`month_budgets`' columns."""
 
 
@@ -66,6 +66,8 @@ def rows_digest(frame: pd.DataFrame) -> str:
     ordered = frame.sort_values("client", kind="stable")
     lines = (ordered["client"] + "\x1f" + ordered["low"].astype(str) + "\x1f"
              + ordered["expected"].astype(str) + "\x1f" + ordered["high"].astype(str))  # fmt: skip
+    if "currency" in ordered and (ordered["currency"] != "").any():  # ledger bands: as before
+        lines = lines + "\x1f" + ordered["currency"]
     return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
 
 
@@ -102,21 +104,29 @@ def load_budget(connection: Connection, path: Path, month: str, actor: str) -> L
     ).inserted_primary_key
     assert inserted is not None
     if not frame.empty:
-        rows = frame.assign(version_id=int(inserted[0])).astype(
-            {"low": object, "expected": object, "high": object}
-        )  # Python ints: every driver binds them as integers
+        rows = frame.assign(
+            version_id=int(inserted[0]),
+            # object first: a str column's missing value is NaN, which a driver may bind as text
+            currency=frame["currency"].astype(object).where(
+                ~frame["currency"].isin(["", currency]), None
+            ),
+        ).astype({"low": object, "expected": object, "high": object, "currency": object})
+        # Python ints: every driver binds them as integers; NULL currency: the version's
         connection.execute(insert(table(BudgetClient)), rows.to_dict("records"))
     return LoadedBudget(month, version, len(frame), digest, already_loaded=False)
 
 
 def month_budgets(bind: Engine | Connection, month: str) -> pd.DataFrame:
     """The budget in force for ``month`` (its latest version): ``client, low, expected, high``
-    (int64 micro-units) and ``version`` (int64), by client; an empty frame with these
-    columns when the month has none."""
+    (int64 micro-units of ``currency``: the band's own, else the ledger's when loaded) and
+    ``version`` (int64), by client; an empty frame with these columns when the month has
+    none."""
     v, c = table(BudgetVersion).c, table(BudgetClient).c
     latest = select(func.max(v.id)).where(v.month == month).scalar_subquery()
     query = (
-        select(c.client, c.low, c.expected, c.high, v.version)
+        select(
+            c.client, c.low, c.expected, c.high, v.version, func.coalesce(c.currency, v.currency)
+        )
         .join(table(BudgetVersion), v.id == c.version_id)
         .where(c.version_id == latest)
         .order_by(c.client)
@@ -124,7 +134,7 @@ def month_budgets(bind: Engine | Connection, month: str) -> pd.DataFrame:
     with connected(bind) as connection:
         frame = result_frame(connection.execute(query), BAND_COLUMNS)
     return frame.astype({"client": "str", "low": "int64", "expected": "int64", "high": "int64",
-                         "version": "int64"})  # fmt: skip
+                         "version": "int64", "currency": "str"})  # fmt: skip
 
 
 def issued_months(bind: Engine | Connection, before: str, count: int) -> list[str]:

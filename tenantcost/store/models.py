@@ -937,6 +937,8 @@ class BudgetClient(StoreModel, table=True):
     low: int = Field(sa_type=BigInteger)
     expected: int = Field(sa_type=BigInteger)
     high: int = Field(sa_type=BigInteger)
+    currency: str | None = Field(default=None, max_length=3)
+    """The band's currency, a client's own (0029); NULL: the version's (the ledger's)."""
 
 
 def table(model: type[StoreModel]) -> Table:

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import duckdb
@@ -49,9 +50,10 @@ from tenantcost.allocate import allocate_stream
 from tenantcost.bridge import only_version
 from tenantcost.config.rules import RuleSet
 from tenantcost.config.watch import WatchSettings
-from tenantcost.economics import run_rate
+from tenantcost.economics import div_half_even, run_rate
 from tenantcost.engine.chunks import LinePartWriter
 from tenantcost.errors import InputError
+from tenantcost.fx import fraction_text
 from tenantcost.kinds import Detail
 from tenantcost.money import MINOR_UNIT_EXPONENT
 from tenantcost.plan import spec_tables
@@ -294,7 +296,9 @@ def _answer(
     cost_days = _cost_days(in_month)
     scored = score_days(daily, [d for d in span.days if d in cost_days], params)
     gaps = scored.gaps[pd.to_datetime(scored.gaps["day"], utc=True).isin(cost_days)]
-    clients = _clients(span, sink, _budgets(store.engine, head["month"]), in_month)
+    budgets = _budgets(store.engine, head["month"])
+    rates = _budget_rates(store, span, ruleset, budgets)
+    clients = _clients(span, sink, budgets, in_month, rates, ruleset.currency)
     month_level = _month_warnings(span, in_month, cost_days, allocation.unbilled)
     warnings = [*month_level, *_gap_warnings(gaps)]
     document = {**head, "clients": clients, "anomalies": scored.anomaly_records(),
@@ -375,12 +379,41 @@ def _budgets(bind: Engine | Connection, month: str) -> pd.DataFrame:
     return pd.DataFrame(month_budgets(bind, month))
 
 
+def _budget_rates(
+    store: Store, span: Span, ruleset: RuleSet, budgets: pd.DataFrame
+) -> dict[str, tuple[Fraction, bool]]:
+    """One ledger unit in each budget currency other than the ledger's, at the month's rates
+    to date (:func:`tenantcost.presentation.rate_to_date`, the store's rates), and whether
+    that rate is provisional."""
+    from tenantcost.presentation import rate_to_date
+    from tenantcost.store.run_fx import store_rates
+
+    codes = sorted(set(budgets.get("currency", pd.Series(dtype="str"))) - {ruleset.currency, ""})
+    if not codes:
+        return {}
+    with store.engine.connect() as connection:
+        rates = store_rates(connection, ruleset)
+    month = f"{span.month.start:%Y-%m}"
+    return {c: rate_to_date(ruleset, c, month, span.as_of, (rates.table, rates.source))
+            for c in codes}  # fmt: skip
+
+
 def _clients(
-    span: Span, sink: DailySink, budgets: pd.DataFrame, in_month: pd.DataFrame
+    span: Span,
+    sink: DailySink,
+    budgets: pd.DataFrame,
+    in_month: pd.DataFrame,
+    rates: dict[str, tuple[Fraction, bool]] | None = None,
+    ledger: str = "",
 ) -> list[dict[str, Any]]:
-    """Each client with a line in the month or a budget for it, by client id."""
+    """Each client with a line in the month or a budget for it, by client id. A band in a
+    client's own currency is compared with the projection converted into it at the month's
+    rates to date (``rates``), rounded once, half to even: scored in the ledger, shown in the
+    budget's currency."""
     totals = sink.totals(span.month.start).rename(columns={"amount": "month_to_date"})
-    band = budgets[["client", "low", "expected", "high"]].astype(
+    if "currency" not in budgets:
+        budgets = budgets.assign(currency="")
+    band = budgets[["client", "low", "expected", "high", "currency"]].astype(
         {"client": "str", "low": "Int64", "expected": "Int64", "high": "Int64"}
     )  # nullable integers: a client without a budget never turns money into floats
     frame = totals.merge(band, on="client", how="outer").sort_values("client", kind="stable")
@@ -391,14 +424,31 @@ def _clients(
         month_seconds = int((span.month.end - span.month.start).total_seconds())
         covered = _covered_seconds(in_month)
         frame["projected"] = run_rate(frame["month_to_date"].to_numpy(), month_seconds, covered)
-    frame["status"] = np.asarray(band_status(frame), dtype=object)
-    return [_client_record(row) for row in frame.to_dict("records")]
+    frame["currency"] = frame["currency"].fillna("").astype("str")
+    frame["band_projected"] = frame["projected"].astype(object)
+    frame["band_to_date"] = frame["month_to_date"].astype(object)
+    frame["rate"] = None
+    for code, (rate, provisional) in (rates or {}).items():  # one pass per currency: few
+        mine = (frame["currency"] == code).to_numpy()
+        exact = frame.loc[mine, "projected"].astype(object) * rate.numerator
+        frame.loc[mine, "band_projected"] = div_half_even(exact, rate.denominator)
+        to_date = frame.loc[mine, "month_to_date"].astype(object) * rate.numerator
+        frame.loc[mine, "band_to_date"] = div_half_even(to_date, rate.denominator)
+        frame.loc[mine, "rate"] = f"{fraction_text(rate)}{' (provisional)' if provisional else ''}"
+    scored = frame.assign(projected=frame["band_projected"].astype("int64"))
+    frame["status"] = np.asarray(band_status(scored), dtype=object)
+    return [_client_record(row, ledger) for row in frame.to_dict("records")]
 
 
-def _client_record(row: dict[str, Any]) -> dict[str, Any]:
-    budget = None
+def _client_record(row: dict[str, Any], ledger: str) -> dict[str, Any]:
+    budget: dict[str, Any] | None = None
     if not pd.isna(row["expected"]):
         budget = {name: int(row[name]) for name in ("low", "expected", "high")}
+        budget["currency"] = row["currency"] or ledger
+        budget["projected"] = int(row["band_projected"])
+        if row["rate"] is not None:
+            budget["rate"] = str(row["rate"])
+            budget["month_to_date"] = int(row["band_to_date"])
     return {
         "client": str(row["client"]),
         "month_to_date": int(row["month_to_date"]),

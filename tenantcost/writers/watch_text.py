@@ -12,10 +12,26 @@ from typing import Any
 from tenantcost.writers.text import money, render_table
 
 
-def _band(budget: dict[str, int] | None) -> str:
+def approximate(rate: str) -> str:
+    """A watch's exact rate text (``4228234175/4577027364``, maybe ``(provisional)``) as
+    people read it: ``≈0.923795``; the JSON keeps the exact fraction."""
+    from fractions import Fraction
+
+    exact, _, note = rate.partition(" ")
+    return f"≈{float(Fraction(exact)):.6f}" + (f" {note}" if note else "")
+
+
+def _band(budget: dict[str, Any] | None, currency: str) -> str:
+    """The band; one in the client's own currency names it, with the projection in it (what
+    the status compares)."""
     if budget is None:
         return "-"
-    return f"{money(budget['low'])} .. {money(budget['high'])}"
+    text = f"{money(budget['low'])} .. {money(budget['high'])}"
+    own = budget.get("currency", currency)
+    if own == currency:
+        return text
+    projected = f"{money(budget['projected'])} {own}"
+    return f"{text} {own} (projected {projected} at {approximate(budget['rate'])})"
 
 
 def watch_table(document: dict[str, Any]) -> str:
@@ -26,7 +42,7 @@ def watch_table(document: dict[str, Any]) -> str:
     clients = document["clients"]
     if clients:
         rows = [[c["client"], money(c["month_to_date"]), money(c["projected"]),
-                 _band(c["budget"]), c["status"]] for c in clients]  # fmt: skip
+                 _band(c["budget"], currency), c["status"]] for c in clients]  # fmt: skip
         headers = ["client", "month to date", "projected", "budget low .. high", "status"]
         parts.append(render_table(headers, rows, right={1, 2}))
     anomalies = document["anomalies"]
