@@ -171,6 +171,13 @@ def test_a_client_page_shows_the_issued_conversion_and_its_ledger(tmp_path: Path
         assert re.search(r'id="fx-ledger">150(\.0+)? USD, as issued', manager.text)
         assert re.search(r"the company(&#39;|')s rates file", manager.text)
         assert "rates.csv" not in manager.text and "bravo" not in manager.text
+        api = pages["manager"].get(f"/api/v1/clients/acme/months/{MONTH}").json()
+        assert api["money"]["currency"] == "USD" and api["amount"] == 150_000_000
+        assert api["converted"]["currency"] == "EUR" and api["converted"]["amount"] == 138_632_873
+        assert api["converted"]["ledger_amount"] == 150_000_000
+        assert "rates.csv" not in json.dumps(api)  # the manager's view names no file
+        ledger = pages["manager"].get(f"/api/v1/clients/acme/months/{MONTH}?currency=USD")
+        assert ledger.json()["converted"] is None
         listed = pages["finance"].get("/api/v1/clients", params={"month": MONTH}).json()
         assert {i["id"]: i["budget_status"] for i in listed["items"]}["acme"] == "within"
         internal = pages["finance"].get("/clients/acme").text

@@ -43,8 +43,14 @@ from tenantcost.service.auth import (
     require,
 )
 from tenantcost.service.json_body import JSONBodyRoute
-from tenantcost.service.params import MAX_PAGE, CatalogValue, PageNumber, SearchText
-from tenantcost.service.permissions import Action, Principal, sees_drafts
+from tenantcost.service.params import (
+    MAX_PAGE,
+    CatalogValue,
+    CurrencyCode,
+    PageNumber,
+    SearchText,
+)
+from tenantcost.service.permissions import Action, Principal, can, sees_drafts
 
 Month = Annotated[
     str, Path(pattern=MONTH_PATTERN, description="A month, YYYY-MM (UTC), 2000-01 .. 2099-12.")
@@ -173,13 +179,22 @@ def get_client(request: Request, access: ClientAccessDep) -> dict[str, Any]:
     tags=["clients"],
     summary="A client's month: amount, lines, rule, revision, status",
 )
-def get_client_month(request: Request, month: Month, access: ClientAccessDep) -> dict[str, Any]:
+def get_client_month(
+    request: Request, month: Month, access: ClientAccessDep, currency: CurrencyCode | None = None
+) -> dict[str, Any]:
     """``watch``: the client's entry of the month's latest watch run (null: none); a month
-    with no figure the viewer may see but a watch of the client answers the watch alone."""
+    with no figure the viewer may see but a watch of the client answers the watch alone.
+    ``converted``: the month's amount in ``?currency=`` (default the client's own, else
+    ``presentation:``) as its run converted it (null: shown in the ledger, or not converted);
+    every other figure stays in ``money.currency``, the ledger's."""
     from tenantcost.service import watch_view
+    from tenantcost.service.currency_view import converted_amount
 
     engine = request.app.state.engine
     doc = figures.client_month(engine, access.principal, access.client, month)
+    if doc is not None:
+        internal = can(access.principal, Action.VIEW_INTERNAL_SHEET, access.client).allowed
+        doc["converted"] = converted_amount(engine, doc, currency, internal)
     watch = watch_view.client_document(engine, access.principal, access.client, month)
     if doc is None:
         if watch is None:

@@ -134,3 +134,41 @@ def _converted(
         fx=note,
         ledger=row,
     )
+
+
+def converted_amount(
+    engine: Engine, doc: dict[str, Any], asked: str | None, internal: bool
+) -> dict[str, Any] | None:
+    """The ``converted`` block of ``GET /api/v1/clients/{id}/months/{M}``: the month's amount
+    in ``asked`` (default the client's own currency, else ``presentation:``) as its run
+    converted it, ``{currency, amount, ledger_amount, fx}`` (micro-units; ``fx`` the run's
+    document, its source named as :func:`source_text` gives it); None when that is the
+    ledger currency or the run has no such conversion."""
+    from tenantcost.store.catalog import currency_of
+
+    client, ledger = str(doc["client"]), str(doc["money"]["currency"])
+    currency = asked or currency_of(engine, client) or stored_presentation(engine)
+    if not currency or currency == ledger or doc.get("amount") is None:
+        return None
+    amounts = client_conversions(engine, [str(doc["run_id"])], currency)
+    mine = amounts.loc[amounts["client"] == client]
+    if mine.empty:
+        return None
+    fx = dict(run_conversions(engine, str(doc["run_id"]))[currency].document)
+    fx["source"] = source_text(str(fx["source"]), internal)
+    if not internal:  # a quote's file is the company's, not named to a client's reader
+        fx["rates"] = [_unnamed(entry) for entry in fx.get("rates", [])]
+    return {
+        "currency": currency,
+        "amount": int(mine["amount"].iloc[0]),
+        "ledger_amount": int(mine["ledger_amount"].iloc[0]),
+        "fx": fx,
+    }
+
+
+def _unnamed(entry: dict[str, Any]) -> dict[str, Any]:
+    quotes = [
+        {**q, "source": source_text(str(q.get("source", "")), False)}
+        for q in entry.get("quotes", [])
+    ]
+    return {**entry, "quotes": quotes} if quotes else entry

@@ -107,9 +107,9 @@ def load_budget(connection: Connection, path: Path, month: str, actor: str) -> L
         rows = frame.assign(
             version_id=int(inserted[0]),
             # object first: a str column's missing value is NaN, which a driver may bind as text
-            currency=frame["currency"].astype(object).where(
-                ~frame["currency"].isin(["", currency]), None
-            ),
+            currency=frame["currency"]
+            .astype(object)
+            .where(~frame["currency"].isin(["", currency]), None),
         ).astype({"low": object, "expected": object, "high": object, "currency": object})
         # Python ints: every driver binds them as integers; NULL currency: the version's
         connection.execute(insert(table(BudgetClient)), rows.to_dict("records"))
