@@ -166,8 +166,8 @@ def _client_figures(entry: Mapping[str, Any] | None) -> dict[str, Any]:
         "status": entry.get("status"),
         "month_to_date": entry.get("month_to_date"),
         "projected": entry.get("projected"),
-        "budget": None if budget is None else {k: budget.get(k) for k in ("low", "expected",
-                                                                           "high")},
+        "budget": None if budget is None else {k: budget.get(k) for k in (
+            "low", "expected", "high", "currency", "projected") if k in budget},
     }  # fmt: skip
 
 
@@ -214,10 +214,14 @@ def _status_payload(
     body.update(figures, anomaly=None)
     currency = str(document["money"]["currency"])
     band = figures["budget"] or {}
+    own = str(band.get("currency") or currency)  # a band in the client's currency: in it
+    projected = _money(figures["projected"], currency)
+    if own != currency:
+        projected = f"{_money(band.get('projected'), own)} ({projected} at the month's rates)"
     body["summary"] = (
         f"{name or client} ({document['month']}): projected "
-        f"{_money(figures['projected'], currency)} is {figures['status']} the budget band "
-        f"{_money(band.get('low'), currency)} to {_money(band.get('high'), currency)} "
+        f"{projected} is {figures['status']} the budget band "
+        f"{_money(band.get('low'), own)} to {_money(band.get('high'), own)} "
         f"(month to date {_money(figures['month_to_date'], currency)} as of "
         f"{document['as_of']}, not issued)"
     )

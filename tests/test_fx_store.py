@@ -275,6 +275,35 @@ def test_a_budget_in_the_clients_currency_is_watched_at_the_months_rates(tmp_pat
     assert bravo["budget"]["currency"] == "USD" and bravo["status"] == "above"
     table = cli(*args).stdout
     assert "130.000000 .. 140.000000 EUR (projected 138.569223 EUR at ≈0.923795)" in table
+    served_pages(tmp_path, db)
     budget.write_text("client,low,expected,high,currency\nacme,130,135,140,EURO\n")
     refused = cli("budget", "load", str(budget), "--month", MONTH, *db, code=2)
     assert "row 2, column 'currency': currency must be an ISO 4217 code" in refused.stderr
+
+
+def served_pages(tmp_path: Path, db: list[str]) -> None:
+    """The pages that read a watch with a band in a client's currency answer 200 and show
+    the band in it (a band's currency text once made the trend a 500)."""
+    import re
+
+    import httpx
+
+    from tenantcost.service.tokens import create_token
+
+    from .service_web_server import running_service
+
+    url, data = db[1], db[3]
+    engine = open_engine(resolve_settings(db=url, environ={}))
+    token = create_token(engine, "finance", clients=[], name="fx-watch", actor="tests")[0]
+    with running_service(url, data) as base:
+        client = httpx.Client(base_url=base, timeout=60)
+        csrf = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/login").text)
+        assert csrf is not None
+        client.post("/login", data={"token": token, "csrf_token": csrf.group(1)})
+        page = client.get("/clients/acme")
+        assert page.status_code == 200
+        assert 'id="watch-band-projected">138.57 EUR' in page.text
+        month = client.get(f"/months/{MONTH}")
+        assert month.status_code == 200 and "140.00 EUR" in month.text
+        trend = client.get("/api/v1/clients/acme/trend")
+        assert trend.status_code == 200

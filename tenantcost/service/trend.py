@@ -138,6 +138,14 @@ def _month_range(last: str, count: int) -> list[str]:
     return [(end - i).strftime("%Y-%m") for i in range(count - 1, -1, -1)]
 
 
+def _ledger_band(budget: dict[str, Any] | None, ledger: str) -> dict[str, int] | None:
+    """The band drawn beside the ledger projections: one set in the client's own currency is
+    in another unit, so it is left out of the ledger chart (the client page shows it)."""
+    if budget is None or budget.get("currency", ledger) != ledger:
+        return None
+    return {k: int(budget[k]) for k in ("low", "expected", "high")}
+
+
 def client_trend(engine: Engine, principal: Principal, client: str, months: int) -> Trend | None:
     """The trend of ``client`` as ``principal`` may see it (``None``: no month at all)."""
     from tenantcost.store.watch_snapshots import client_entry, latest_snapshot, watched_months
@@ -185,7 +193,7 @@ def client_trend(engine: Engine, principal: Principal, client: str, months: int)
                 projected,
                 {ALL_SOURCES: projected},
                 {},
-                None if budget is None else {k: int(v) for k, v in budget.items()},
+                _ledger_band(budget, snapshot.currency),
                 int(entry["month_to_date"]),
             )
         )

@@ -387,10 +387,14 @@ def _band_rows(engine: Engine, month: str, entries: list[dict[str, Any]],
     for e in entries:  # one page (at most MONTH_ROWS_PER_PAGE): display only
         low, expected, high = _band(e)
         client, projected = str(e["client"]), int(e["projected"])
+        budget = e.get("budget") or {}
+        own = f" {budget['currency']}" if budget.get("rate") else ""  # the client's currency
+        compared = int(budget["projected"]) if own else projected
         rows.append(BandRow(client, client_href(client, month), names.get(client),
                             _money(e["month_to_date"], places), _money(projected, places),
-                            _money(low, places), _money(expected, places), _money(high, places),
-                            _against(projected, low, high, places), str(e["status"]),
+                            _money(low, places) + own, _money(expected, places) + own,
+                            _money(high, places) + own,
+                            _against(compared, low, high, places) + own, str(e["status"]),
                             len(e.get("anomalies", []))))  # fmt: skip
     return rows
 

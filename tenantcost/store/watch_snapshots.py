@@ -285,11 +285,16 @@ def anomaly_total(bind: Connection | Engine, snapshot_id: int) -> tuple[int, int
 
 def _budget_part(bind: Connection | Engine, entry: Any, name: str) -> Any:
     """A part of the band (``low``, ``expected``, ``high``) read from an entry's JSON in SQL."""
+    return cast(_budget_text(bind, entry, name), BigInteger)
+
+
+def _budget_text(bind: Connection | Engine, entry: Any, name: str) -> Any:
+    """A field of an entry's band as SQL reads it from the JSON (NULL when absent)."""
     if bind.dialect.name == "postgresql":
         from sqlalchemy.dialects.postgresql import JSONB
 
-        return cast(func.jsonb_extract_path_text(cast(entry, JSONB), "budget", name), BigInteger)
-    return cast(func.json_extract(entry, f"$.budget.{name}"), BigInteger)
+        return func.jsonb_extract_path_text(cast(entry, JSONB), "budget", name)
+    return func.json_extract(entry, f"$.budget.{name}")
 
 
 @dataclass(frozen=True)
@@ -310,10 +315,13 @@ class WatchTotals:
 
 
 def watch_totals(bind: Connection | Engine, snapshot_id: int) -> WatchTotals:
-    """:class:`WatchTotals` of a run, in one query (10,000 clients are summed in SQL)."""
+    """:class:`WatchTotals` of a run, in one query (10,000 clients are summed in SQL). Bands
+    are summed in the ledger currency: a client whose band is in its own currency counts as
+    not budgeted here (its own page compares it)."""
     t = table(WatchEntry)
     low, expected, high = (_budget_part(bind, t.c.entry, n) for n in ("low", "expected", "high"))
-    has = expected.is_not(None)
+    # a band in a client's own currency (it has a rate) does not add up with ledger bands
+    has = expected.is_not(None) & _budget_text(bind, t.c.entry, "rate").is_(None)
 
     def total(value: Any) -> Any:
         return func.coalesce(func.sum(value), 0)
