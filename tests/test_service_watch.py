@@ -287,7 +287,8 @@ def test_an_issued_month_keeps_every_field_and_gains_watch(served: Served):
     for role in ("account-manager", "finance", "product"):
         doc = served.get(f"/api/v1/clients/{OWN}/months/{MONTH}", role).json()
         internal = {"client_reason"} if role == "finance" else set()  # finance reads both
-        assert set(doc) == fields | internal | {"watch"}, role
+        assert set(doc) == fields | internal | {"watch", "converted"}, role
+        assert doc["converted"] is None  # the ledger only: no other currency to show
         assert doc["amount"] == 123458 and doc["status"] == "issued" and doc["revision"] == 1
         assert doc["watch"]["month_closed"] is True and doc["watch"]["projected"] == 123458
     finance = served.get(f"/api/v1/clients/{OTHER}/months/{OPEN}", "finance").json()

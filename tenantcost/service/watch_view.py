@@ -165,6 +165,7 @@ def watch_only_month(client: str, month: str, state: str, watch: dict[str, Any])
         "lines": [],
         "bridge": None,
         "watch": watch,
+        "converted": None,
     }
 
 
