@@ -70,11 +70,15 @@ class PlanMargins:
 def _month_rows(
     engine: Engine, store: Store | None, principal: Principal, month: str, by: GroupBy
 ) -> pd.DataFrame:
+    from tenantcost.errors import InputError
     from tenantcost.service.pricing import priced_month
     from tenantcost.windows import Period
 
     end = pd.Timestamp(Period.month(month).end)  # the basis, not the estimate, is used
-    priced = priced_month(engine, store, principal, month, by, end)
+    try:
+        priced = priced_month(engine, store, principal, month, by, end)
+    except InputError:  # a month that cannot be priced (no rate for a client's revenue):
+        return pd.DataFrame()  # its own pricing page says why; the trend leaves it out
     if priced is None:
         return pd.DataFrame()
     doc = priced.doc

@@ -252,7 +252,27 @@ def _reusable(
         and run["key_override"] is None
         and run["code_version"] == __version__
         and not rates_stale(connection, str(run["id"]))
+        and _converts_all(connection, run)
     )
+
+
+def _converts_all(connection: Connection, run: dict[str, Any]) -> bool:
+    """Whether ``run`` converted into every currency a run now would: ``presentation:`` of
+    the latest rule file and the catalog's client currencies (a catalog loaded since may
+    give a client a new one)."""
+    import yaml
+
+    from tenantcost.store.catalog import catalog_currencies
+    from tenantcost.store.run_fx import run_conversions
+
+    content = connection.execute(
+        select(table(RuleFile).c.content).order_by(table(RuleFile).c.id.desc()).limit(1)
+    ).scalar()
+    document = yaml.safe_load(content) if content else None
+    shown = document.get("presentation") if isinstance(document, dict) else None
+    wanted = catalog_currencies(connection) | ({str(shown).upper()} if shown else set())
+    wanted -= {str(run["currency"])}
+    return not wanted or wanted <= set(run_conversions(connection, str(run["id"])))
 
 
 def _has_estimates(run: dict[str, Any]) -> bool:
