@@ -91,7 +91,9 @@ def _print_run(done: RecordedRun, fmt: str) -> None:
         for c in done.conversions
     ]  # fmt: skip
     if fmt == "json":
-        document = {"run_id": done.run_id, **result_document(result), "conversions": conversions}
+        document = {"run_id": done.run_id, **result_document(result)}
+        if conversions:  # presentation: or a client's own currency: what the run recorded
+            document["conversions"] = conversions
         typer.echo(json.dumps(document, indent=2))
         return
     typer.echo(allocation_text(result, done.cascade))
