@@ -116,6 +116,7 @@ def test_explain_from_the_store_in_another_currency_is_the_files_bridge(tmp_path
         assert stored[key] == files[key], key
     assert [p["effect"] for p in stored["parts"]][-1] == "fx"
     assert sum(p["amount"] for p in stored["parts"]) == stored["change"]
+    page_change(tmp_path, db, stored)
     ledger = json.loads(cli(*args, "--from-db", "--currency", "USD", *db).stdout)
     assert ledger["money"]["currency"] == "USD" and ledger["change"] == stored["ledger"]["change"]
     refused = cli(*args, "--from-db", "--currency", "GBP", *db, code=2)
@@ -307,3 +308,36 @@ def served_pages(tmp_path: Path, db: list[str]) -> None:
         assert month.status_code == 200 and "140.00 EUR" in month.text
         trend = client.get("/api/v1/clients/acme/trend")
         assert trend.status_code == 200
+
+
+def page_change(tmp_path: Path, db: list[str], bridge: dict) -> None:
+    """The client page of a converted month says its change in EUR split as the bridge
+    splits it: what was used and billed (at the earlier month's rate) and the exchange rate,
+    adding up to the change between the two figures as shown."""
+    import re
+
+    import httpx
+
+    from tenantcost.service.tokens import create_token
+
+    from .service_web_server import running_service
+
+    for month in ("2026-09", "2026-10"):
+        cli("close", "--month", month, "--allow-incomplete", *db)
+    url, data = db[1], db[3]
+    engine = open_engine(resolve_settings(db=url, environ={}))
+    token = create_token(engine, "finance", clients=[], name="fx-change", actor="tests")[0]
+    with running_service(url, data) as base:
+        client = httpx.Client(base_url=base, timeout=60)
+        csrf = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/login").text)
+        assert csrf is not None
+        client.post("/login", data={"token": token, "csrf_token": csrf.group(1)})
+        page = client.get("/clients/acme", params={"month": "2026-10"}).text
+    found = re.search(r'id="fx-change">([^<]+)<', page)
+    assert found is not None, page
+    numbers = [float(n.replace(",", "").replace("\u2212", "-").replace("±", ""))
+               for n in re.findall(r"([+\u2212±][0-9,.]+) EUR", found.group(1))]  # fmt: skip
+    change, used, fx = numbers
+    assert round(used + fx, 2) == change
+    fx_part = next(p for p in bridge["parts"] if p["effect"] == "fx")["amount"] / 1e6
+    assert abs(fx - fx_part) <= 0.01 and abs(change - bridge["change"] / 1e6) <= 0.01

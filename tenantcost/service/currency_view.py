@@ -15,10 +15,12 @@ file is named to a client's reader as "the company's rates file", never by its p
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import Any
 
 from sqlalchemy import Engine, select, tuple_
 
+from tenantcost.money import MINOR_UNIT_EXPONENT
 from tenantcost.report.display import auto_places, format_amount, format_units
 from tenantcost.report.exchange_view import POLICY_TEXT, rate_span, source_text
 from tenantcost.service.page_data import FigureRow
@@ -172,3 +174,53 @@ def _unnamed(entry: dict[str, Any]) -> dict[str, Any]:
         for q in entry.get("quotes", [])
     ]
     return {**entry, "quotes": quotes} if quotes else entry
+
+
+@dataclass(frozen=True)
+class FxChange:
+    """A converted month's change from the month before, split as ``explain --currency``
+    splits it (:func:`tenantcost.bridge.converted_bridge`): what the client used and paid
+    (the ledger change at the earlier month's effective rate) and the exchange rate (``fx``,
+    the rest). The two add up exactly to the change."""
+
+    vs: str
+    text: str
+
+
+def _units(micros: int, unit: int) -> int:
+    """Micro-units in display units, half to even (as :func:`format_amount` shows them)."""
+    return round(Fraction(micros, unit))
+
+
+def fx_change(rows: list[FigureRow], month: str) -> FxChange | None:
+    """For ``month``'s converted figure (``rows``: :func:`converted_rows`), the change from
+    the previous calendar month when that month is converted into the same currency too."""
+    import pandas as pd
+
+    at = next((i for i, r in enumerate(rows) if r.month == month), None)
+    if at is None or at == 0 or rows[at].ledger is None:
+        return None
+    now, before = rows[at], rows[at - 1]
+    previous = (pd.Period(month, freq="M") - 1).strftime("%Y-%m")
+    if before.month != previous or before.ledger is None or before.currency != now.currency:
+        return None
+    ledger_before, ledger_now = int(before.ledger.amount), int(now.ledger.amount)
+    rate = Fraction(int(before.amount), ledger_before) if ledger_before else None
+    at_rate = round(ledger_now * rate) if rate is not None else int(now.amount)
+    places = max(now.places or 2, before.places or 2)
+    # as displayed: each month's figure rounded alone, the change their difference, and the
+    # parts adding up to it (the exchange rate's part takes the rounding, a display unit)
+    unit = 10 ** (MINOR_UNIT_EXPONENT - places)
+    change = _units(int(now.amount), unit) - _units(int(before.amount), unit)
+    used = _units(at_rate - int(before.amount), unit)
+    fx = change - used
+
+    def signed(units: int) -> str:
+        sign = "+" if units > 0 else "\u2212" if units < 0 else "±"
+        return f"{sign}{format_units(abs(units), places)} {now.currency}"
+
+    text = (
+        f"{signed(change)} from {previous}: {signed(used)} from what was used and billed (at "
+        f"{previous}'s rate), {signed(fx)} from the exchange rate"
+    )
+    return FxChange(previous, text)

@@ -343,7 +343,7 @@ def client_page(
     known = {r.month for r in rows} | set(watched)
     if not known or (month is not None and month not in known):
         raise not_found()
-    from tenantcost.service.currency_view import converted_rows, stored_presentation
+    from tenantcost.service.currency_view import converted_rows, fx_change, stored_presentation
     from tenantcost.store.catalog import currency_of, names_of
 
     rows = _shown_text(engine, access.principal, access.client, rows)
@@ -354,15 +354,18 @@ def client_page(
         rows = converted_rows(engine, rows, shown_in, internal)
     view = page_views.client_view(access.client, rows, month, scope.drafts, name, watched,
                                   internal_sheet=internal)  # fmt: skip
-    changed = _changed(request, access, rows, view.month) if view.figure else None
+    # the bridge is of the issued (ledger) figures, so it reads them, labelled in the ledger
+    issued = [r.ledger or r for r in rows]
+    changed = _changed(request, access, issued, view.month) if view.figure else None
     watch = client_section(engine, access.principal, access.client, view.month,
                            request.app.state.settings.store.watch)  # fmt: skip
     from tenantcost.service.trend import client_trend
     from tenantcost.service.trend_view import trend_section
 
     trend = trend_section(client_trend(engine, access.principal, access.client, 12))
+    fx = fx_change(rows, view.month) if view.figure else None
     return render(request, "service/client.html", section="clients", view=view, changed=changed,
-                  watch=watch, trend=trend)  # fmt: skip
+                  watch=watch, trend=trend, fx_change=fx)  # fmt: skip
 
 
 def _changed(
