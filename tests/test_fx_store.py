@@ -222,6 +222,14 @@ def test_revenue_in_each_clients_currency_meets_costs_at_the_months_rate(tmp_pat
         "acme": (400_000_000, 400_000_000, "EUR"),
         "bravo": (round(250_000_000 * gbp_in_eur), 250_000_000, "GBP"),
     }
+    own = {c["client"]: c["own"] for c in json.loads(cli(*args).stdout)["clients"]}
+    gbp_sheet = json.loads(cli("allocate", "--config", str(EXAMPLE / "rules.yaml"), "--format",
+                               "json", "--currency", "GBP").stdout)  # fmt: skip
+    assert own["acme"] is None  # in EUR already, the table's currency
+    assert own["bravo"]["currency"] == "GBP" and own["bravo"]["revenue"] == 250_000_000
+    assert own["bravo"]["cost"] == next(c["amount"] for c in gbp_sheet["clients"]
+                                        if c["client"] == "bravo")  # fmt: skip
+    assert own["bravo"]["margin"] == 250_000_000 - own["bravo"]["all_in_cost"]
     in_usd = revenues("--currency", "USD")
     assert in_usd["acme"][0] == round(400_000_000 * mean(eur_usd))
     cross = mean([u / g for u, g in zip(eur_usd, eur_gbp, strict=True)])  # GBP->USD per day

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -134,7 +134,9 @@ def unit_economics(options: RunOptions, catalog_path: Path, choices: Choices) ->
     with opened(options, presents=True) as run:
         ruleset = run.inputs.ruleset
         catalog = read_catalog(catalog_path, ruleset.currency)
-        allocation = run.allocate()  # in --currency (or presentation:), converted exactly
+        shown = run.shown_currency  # clients with their own currency: their figures in it too
+        own = set(catalog.frame["currency"].astype("str")) - {shown, ""}
+        allocation = run.allocate(days=bool(own))  # in --currency (or presentation:), exact
         assert run.period is not None  # --month was given
         requests = usage_requests(run.inputs.usage, run.period, run.inputs.con)
     _finish(options, choices, ruleset, allocation.result, catalog, requests, None)
@@ -186,6 +188,40 @@ def unit_economics_from_db(
             (rates.table, rates.source))  # fmt: skip
 
 
+def own_currency_figures(
+    economics: Any,
+    result: AllocationResult,
+    ruleset: RuleSet,
+    catalog: Catalog,
+    requests: pd.DataFrame | None,
+) -> pd.DataFrame:
+    """``economics.clients`` with ``own_cost, own_all_in_cost, own_margin, own_margin_pct``:
+    each client's figures in its own currency (the catalog's), as unit economics computed
+    in that currency gives them: the month converted into it exactly
+    (:func:`tenantcost.presentation.present`), revenue in it, the residual shared the same
+    way. One computation per currency, not per client."""
+    from tenantcost.economics import compute, month_costs
+    from tenantcost.presentation import present, revenue_rates
+
+    clients = economics.clients
+    shown = economics.costs.currency
+    own = clients["currency"].astype("str").where(clients["currency"] != "", shown)
+    columns = {"cost": "own_cost", "all_in_cost": "own_all_in_cost", "margin": "own_margin",
+               "margin_pct": "own_margin_pct"}  # fmt: skip
+    out = clients.assign(**{new: clients[old] for old, new in columns.items()})
+    ledger = result.ledger or result
+    month = economics.costs.month
+    for code in sorted(set(own) - {shown}):  # a few currencies
+        converted = present(ledger, ruleset, code)
+        revenue = revenue_rates(catalog.frame, ruleset, code, month)
+        in_code = compute(month_costs(converted, month, requests), revenue, economics.policy)
+        figures = in_code.clients.set_index("client")[list(columns)].rename(columns=columns)
+        mine = (own == code).to_numpy()
+        picked = figures.reindex(out.loc[mine, "client"]).to_numpy()
+        out.loc[mine, list(columns.values())] = picked
+    return out
+
+
 def latest_run(connection: Connection, month: str) -> str:
     """The id of ``month``'s latest recorded run, or one ``error:`` line."""
     from sqlalchemy import select
@@ -227,6 +263,8 @@ def _finish(
     policy = pricing_policy(ruleset, choices.target_text, choices.by)
     revenue = revenue_rates(catalog.frame, ruleset, result.currency, month, rates)
     economics = compute(costs, revenue, policy)
+    if rates is None:  # from the files: each client also in its own currency
+        economics.clients = own_currency_figures(economics, result, ruleset, catalog, requests)
     economics.projection = project(economics, choices.as_of)
     writer.warn_partial(economics)
     page_to_folder = options.out is not None and choices.fmt == "html"

@@ -147,11 +147,17 @@ class Run:
         return needs_days(self.inputs.ruleset, pd.Timestamp(start), pd.Timestamp(end))
 
     def allocate(
-        self, key: str | None = None, *, lines_out: Path | None = None, audit: bool = False
+        self,
+        key: str | None = None,
+        *,
+        lines_out: Path | None = None,
+        audit: bool = False,
+        days: bool = False,
     ) -> Allocation:
         """Allocate chunk by chunk (period-level lines), in the shown currency; unless
         ``audit``, a cascade that does not close raises
-        :class:`~tenantcost.errors.InternalError`."""
+        :class:`~tenantcost.errors.InternalError`. ``days``: keep the ledger's lines per day
+        anyway (the command converts into other currencies too: clients' own)."""
         converting = self.shown_currency != self.inputs.ruleset.currency
         if converting and lines_out is not None:
             raise InputError(
@@ -174,7 +180,7 @@ class Run:
                 con=self.inputs.con,
                 engine=self.engine,
                 billed=self.inputs.billing,
-                days=converting and self._needs_days(),
+                days=(converting or days) and self._needs_days(),
             )
         self._with_invoice(result)
         result = self.present(result)

@@ -157,7 +157,34 @@ def _client_documents(economics: Economics) -> list[dict[str, Any]]:
     by_client = _cut(records, clients["client"].astype(str).to_numpy())
     for client, docs in by_client.items():  # attach each client's unit costs (dict lookups)
         docs[0]["unit_costs"] = units.get(client, [])
+    # each client in its own currency too (from the files: --from-db has its ledger only)
+    own = (
+        _own_documents(clients, economics.costs.currency)
+        if "own_cost" in clients
+        else [None] * len(records)
+    )
+    for record, extra in zip(records, own, strict=True):
+        record["own"] = extra
     return records
+
+
+def _own_documents(clients: pd.DataFrame, currency: str) -> list[dict[str, Any] | None]:
+    """Each client's ``own`` object: its figures in its own currency (``None`` when that is
+    the document's): ``{currency, cost, all_in_cost, revenue, margin, margin_pct}``."""
+    codes = _revenue_currency(clients, currency)
+    has = clients["has_revenue"]
+    values = {
+        "cost": _ints(clients["own_cost"]),
+        "all_in_cost": _ints(clients["own_all_in_cost"]),
+        "revenue": _ints(clients["own_revenue"], has),
+        "margin": _ints(clients["own_margin"], has),
+        "margin_pct": _floats(clients["own_margin_pct"].where(has)),
+    }
+    out: list[dict[str, Any] | None] = []
+    for i, code in enumerate(codes.tolist()):  # one small dict per client: the JSON's shape
+        out.append(None if code == currency else
+                   {"currency": code, **{k: v[i] for k, v in values.items()}})  # fmt: skip
+    return out
 
 
 def _totals(economics: Economics) -> dict[str, Any]:
@@ -310,6 +337,10 @@ def _clients_table(economics: Economics) -> str:
     other = (own != economics.costs.currency) & has
     if other.any():  # revenue in the client's own currency, converted at the month's rate
         said = "revenue " + pd.Series(_money_or_dash(c["own_revenue"]), index=c.index) + " " + own
+        if "own_margin" in c:  # the client in its own currency: its margin there too
+            margin = pd.Series(_money_or_dash(c["own_margin"], has), index=c.index)
+            pct = pd.Series(_pct(c["own_margin_pct"].where(has)), index=c.index)
+            said = said + ", margin " + margin + " " + own + " (" + pct + ")"
         flags = np.where(other, np.where(flags == "", said, flags + "; " + said), flags)
     columns = [
         c["client"].astype(str).tolist(),
