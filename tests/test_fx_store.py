@@ -181,6 +181,9 @@ def test_a_client_page_shows_the_issued_conversion_and_its_ledger(tmp_path: Path
         assert ledger.json()["converted"] is None
         listed = pages["finance"].get("/api/v1/clients", params={"month": MONTH}).json()
         assert {i["id"]: i["budget_status"] for i in listed["items"]}["acme"] == "within"
+        month_page = pages["finance"].get(f"/months/{MONTH}").text
+        assert re.search(r'id="reference-converted">277\.35 EUR \(daily rates: 3 rate', month_page)
+        assert "GBP (daily rates" in month_page  # bravo's own currency, converted by the run
         internal = pages["finance"].get("/clients/acme").text
         assert "rates.csv" in internal  # finance sees where the rates came from
         own = pages["finance"].get("/clients/bravo").text  # the client's own currency wins

@@ -32,7 +32,7 @@ a few queries and pandas on whole columns: a 10,000-client month costs two frame
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -127,6 +127,9 @@ class MonthClose:
     """Why the month cannot be closed as it is, in words (empty: a close would go through)."""
     preview: ClosePreview | None
     invoice_waterfall: Markup
+    converted: list[str] = field(default_factory=list)
+    """The reference total in each currency the run converted into, with how: what the
+    month's close issues in those currencies (:mod:`tenantcost.store.run_fx`)."""
 
 
 def _hours(value: Any) -> str:
@@ -312,6 +315,7 @@ def _month_close(engine: Engine, month: str, run_id: str | None) -> MonthClose:
     invoice_total = invoice_gap = None
     invoice_closes, chart = False, Markup("")
     preview = None
+    converted: list[str] = []
     if run_id is not None:
         facts = page_data.run_facts(engine, run_id)
         shown = run_shown(engine, run_id)
@@ -327,6 +331,7 @@ def _month_close(engine: Engine, month: str, run_id: str | None) -> MonthClose:
         issued = latest_issued(engine, month)
         if state is StripState.REOPENED and issued is not None and issued.run_id != run_id:
             preview = close_preview(engine, month, run_id, issued.revision, issued.run_id)
+        converted = _converted(engine, run_id)
     return MonthClose(
         strip=bar,
         state=state,
@@ -341,4 +346,22 @@ def _month_close(engine: Engine, month: str, run_id: str | None) -> MonthClose:
         blockers=_blockers(engine, month, state, status, gap, preview),
         preview=preview,
         invoice_waterfall=chart,
+        converted=converted,
     )
+
+
+def _converted(engine: Engine, run_id: str) -> list[str]:
+    """``277.35 EUR (daily rates: 3 rate(s) dated ..., 1 USD = ... EUR; rates from ...)``
+    per conversion of the run, finance's view (the rates' file named)."""
+    from tenantcost.report.display import auto_places
+    from tenantcost.report.exchange_view import POLICY_TEXT, rate_span
+    from tenantcost.store.run_fx import run_conversions
+
+    out = []
+    for code, c in sorted(run_conversions(engine, run_id).items()):
+        total = format_amount(c.reference_total, auto_places(code, [c.reference_total]))
+        policy = POLICY_TEXT.get(str(c.document["policy"]), str(c.document["policy"]))
+        provisional = "; provisional" if c.provisional else ""
+        out.append(f"{total} {code} ({policy.split(':')[0]} rates: {rate_span(c.document)}; "
+                   f"from {c.document['source']}{provisional})")  # fmt: skip
+    return out
