@@ -181,6 +181,12 @@ def test_a_client_page_shows_the_issued_conversion_and_its_ledger(tmp_path: Path
         assert ledger.json()["converted"] is None
         listed = pages["finance"].get("/api/v1/clients", params={"month": MONTH}).json()
         assert {i["id"]: i["budget_status"] for i in listed["items"]}["acme"] == "within"
+        own = {i["id"]: i["converted"] for i in listed["items"]}  # each in its own currency
+        assert own["acme"] == {"currency": "EUR", "amount": 138_632_873}
+        assert own["bravo"]["currency"] == "GBP"
+        mine = pages["manager"].get("/clients").text  # the manager's list: acme alone
+        assert re.search(r'class="muted own-currency">138\.63 EUR<', mine)
+        assert "bravo" not in mine and "GBP" not in mine
         month_page = pages["finance"].get(f"/months/{MONTH}").text
         assert re.search(r'id="reference-converted">277\.35 EUR \(daily rates: 3 rate', month_page)
         assert "GBP (daily rates" in month_page  # bravo's own currency, converted by the run

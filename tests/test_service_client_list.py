@@ -112,7 +112,8 @@ def test_the_items_figures_change_and_budget_of_an_issued_month(served: Served) 
     assert doc["month"] == NOV and doc["previous_month"] == OCT
     assert doc["money"]["currency"] == "USD" and doc["money"]["minor_unit_exponent"] == 6
     assert doc["sort"] == "amount" and doc["order"] == "desc" and doc["total"] == 3
-    assert [list(item) for item in doc["items"]] == [[*FIELDS, "statement"]] * 3
+    assert [list(item) for item in doc["items"]] == [[*FIELDS, "statement", "converted"]] * 3
+    assert all(item["converted"] is None for item in doc["items"])  # the ledger's only
     a, b, c = doc["items"]  # amount, descending
     assert (a["id"], a["name"], a["plan"], a["segment"], a["account_manager"]) == (
         "client-a",

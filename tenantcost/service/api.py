@@ -149,9 +149,11 @@ def list_clients(
     ] = None,
     order: Annotated[str | None, Query(max_length=8, description="asc or desc")] = None,
     format: Annotated[Literal["json", "csv"], Query(description="csv: every row")] = "json",
+    currency: CurrencyCode | None = None,
 ) -> dict[str, Any] | Response:
     """:mod:`tenantcost.service.client_list`: one page of the month's clients, or (``csv``)
-    every matching row."""
+    every matching row. Each JSON item's ``converted``: its amount in ``?currency=`` (else
+    the client's own, else ``presentation:``) as the month's run converted it, or null."""
     from tenantcost.service import client_list as listing
     from tenantcost.service.csv_table import csv_response
 
@@ -163,7 +165,14 @@ def list_clients(
                                 request.app.state.store, paged=format == "json")  # fmt: skip
     if format == "csv":
         return csv_response(listing.csv_frame(found), listing.csv_name(found), listing.AMOUNTS)
-    return listing.document(found, query)
+    from tenantcost.service.currency_view import listed_conversions
+
+    doc = listing.document(found, query)
+    shown = listed_conversions(request.app.state.engine, found.run_id,
+                               [str(i["id"]) for i in doc["items"]], currency)  # fmt: skip
+    for item in doc["items"]:  # one page
+        item["converted"] = shown.get(str(item["id"]))
+    return doc
 
 
 @router.get("/clients/{client_id}", tags=["clients"], summary="A client's months")

@@ -20,7 +20,7 @@ from urllib.parse import urlencode
 import pandas as pd
 from sqlalchemy import Engine
 
-from tenantcost.report.display import format_amount, format_units
+from tenantcost.report.display import auto_places, format_amount, format_units
 from tenantcost.report.rounding import half_even
 from tenantcost.service.client_list import (
     DEFAULT_SORT,
@@ -80,6 +80,9 @@ class Row:
     """``up``, ``down`` or ``same`` (a class beside the signed text)."""
     budget: str | None
     budget_text: str
+    own: str = ""
+    """The amount in the client's currency as the run converted it (``138.63 EUR``), or
+    ``""`` when shown in the ledger (:mod:`tenantcost.service.currency_view`)."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +182,13 @@ def _shown_change(now: tuple[int, int] | None, before: tuple[int, int] | None) -
     return f"+{text}" if a > b else (f"−{text}" if a < b else text)
 
 
+def _own(found: dict[str, Any] | None) -> str:
+    if found is None:
+        return ""
+    amount, code = int(found["amount"]), str(found["currency"])
+    return f"{format_amount(amount, auto_places(code, [amount]))} {code}"
+
+
 def client_list_view(
     engine: Engine,
     found: ClientList,
@@ -186,8 +196,10 @@ def client_list_view(
     months: list[str],
     choices: dict[str, list[str]],
     hint: str | None,
+    converted: dict[str, dict[str, Any]] | None = None,
 ) -> ClientListView:
-    """The page of ``found`` (one page of the list ``query`` asked for)."""
+    """The page of ``found`` (one page of the list ``query`` asked for); ``converted``: each
+    client's amount in its currency, where the run converted it."""
     current, before = _shown(engine, found.run_id), _shown(engine, found.previous_run_id)
     places = current.places if current is not None else 2
     rows = []
@@ -209,6 +221,7 @@ def client_list_view(
                        "down" if has_change and change < 0 else "same"),
             budget=r["budget_status"],
             budget_text=BUDGET_WORDS.get(str(r["budget_status"]), "–"),
+            own=_own((converted or {}).get(str(r["id"]))),
         ))  # fmt: skip
     month = found.month
     columns = []

@@ -224,3 +224,25 @@ def fx_change(rows: list[FigureRow], month: str) -> FxChange | None:
         f"{previous}'s rate), {signed(fx)} from the exchange rate"
     )
     return FxChange(previous, text)
+
+
+def listed_conversions(
+    engine: Engine, run_id: str | None, clients: list[str], asked: str | None
+) -> dict[str, dict[str, Any]]:
+    """A client list's page in each client's currency: ``{client: {currency, amount}}``
+    (micro-units) for each client of ``clients`` whose currency (``asked``, else its own in
+    the catalog, else ``presentation:``) the list's run (``run_id``: every figure of an
+    issued revision is of its one run) converted into. One query per currency of the page."""
+    from tenantcost.store.catalog import currencies_of
+
+    if run_id is None or not clients:
+        return {}
+    default = asked or stored_presentation(engine) or ""
+    wanted = dict.fromkeys(clients, default) | ({} if asked else currencies_of(engine, clients))
+    out: dict[str, dict[str, Any]] = {}
+    for code in sorted({c for c in wanted.values() if c}):
+        amounts = client_conversions(engine, [run_id], code)
+        mine = amounts.loc[amounts["client"].isin([c for c, w in wanted.items() if w == code])]
+        for client, amount in zip(mine["client"], mine["amount"], strict=True):
+            out[str(client)] = {"currency": code, "amount": int(amount)}
+    return out

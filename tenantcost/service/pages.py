@@ -294,6 +294,7 @@ def clients_page(
     manager: CatalogValue = "",
     sort: str | None = Query(None, max_length=40),
     order: str | None = Query(None, max_length=8),
+    currency: CurrencyCode | None = None,
 ) -> Response:
     """The client list of a month (:mod:`tenantcost.service.client_list`), sortable,
     filtered and paged on the server, with its totals and CSV link."""
@@ -314,8 +315,12 @@ def clients_page(
     months = [str(m["month"]) for m in figures.months_document(engine, principal)]
     usage_only = not found.rows.empty and not bool(found.rows["statement"].all())
     hint = _search_hint(query.q, found.total, usage_only, sees_usage_clients(principal))
+    from tenantcost.service.currency_view import listed_conversions
+
+    page_clients = [str(c) for c in found.rows["id"]]
+    converted = listed_conversions(engine, found.run_id, page_clients, currency)
     view = client_list_view(engine, found, query, months,
-                            listing.filter_values(engine, principal), hint)  # fmt: skip
+                            listing.filter_values(engine, principal), hint, converted)  # fmt: skip
     return render(request, "service/clients.html", section="clients", search=view)
 
 
