@@ -67,7 +67,9 @@ def converted_rows(
     if not runs:
         return rows
     before = _previous_runs(engine, rows)
-    amounts = client_conversions(engine, sorted(runs | set(before.values())), currency)
+    amounts = client_conversions(
+        engine, sorted(runs | set(before.values())), currency, [rows[0].client]
+    )
     found = {
         (str(r), str(c)): int(a)
         for r, c, a in zip(amounts["run_id"], amounts["client"], amounts["amount"], strict=True)
@@ -152,8 +154,7 @@ def converted_amount(
     currency = asked or currency_of(engine, client) or stored_presentation(engine)
     if not currency or currency == ledger or doc.get("amount") is None:
         return None
-    amounts = client_conversions(engine, [str(doc["run_id"])], currency)
-    mine = amounts.loc[amounts["client"] == client]
+    mine = client_conversions(engine, [str(doc["run_id"])], currency, [client])
     if mine.empty:
         return None
     fx = dict(run_conversions(engine, str(doc["run_id"]))[currency].document)
@@ -241,8 +242,9 @@ def listed_conversions(
     wanted = dict.fromkeys(clients, default) | ({} if asked else currencies_of(engine, clients))
     out: dict[str, dict[str, Any]] = {}
     for code in sorted({c for c in wanted.values() if c}):
-        amounts = client_conversions(engine, [run_id], code)
-        mine = amounts.loc[amounts["client"].isin([c for c, w in wanted.items() if w == code])]
+        mine = client_conversions(
+            engine, [run_id], code, [c for c, w in wanted.items() if w == code]
+        )
         for client, amount in zip(mine["client"], mine["amount"], strict=True):
             out[str(client)] = {"currency": code, "amount": int(amount)}
     return out

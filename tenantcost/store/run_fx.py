@@ -164,18 +164,22 @@ def run_conversions(bind: Engine | Connection, run_id: str) -> dict[str, StoredC
 
 
 def client_conversions(
-    bind: Engine | Connection, run_ids: list[str], currency: str
+    bind: Engine | Connection,
+    run_ids: list[str],
+    currency: str,
+    clients: list[str] | None = None,
 ) -> pd.DataFrame:
-    """``run_id, client, amount, ledger_amount`` of ``run_ids`` in ``currency``."""
+    """``run_id, client, amount, ledger_amount`` of ``run_ids`` in ``currency`` (of
+    ``clients`` only, when given: a page reads its own rows by the primary key)."""
     c = table(RunFxClient).c
+    query = select(c.run_id, c.client, c.amount, c.ledger_amount).where(
+        c.run_id.in_(run_ids), c.currency == currency
+    )
+    if clients is not None:
+        query = query.where(c.client.in_(clients))
     with connected(bind) as connection:
         frame = result_frame(
-            connection.execute(
-                select(c.run_id, c.client, c.amount, c.ledger_amount).where(
-                    c.run_id.in_(run_ids), c.currency == currency
-                )
-            ),
-            ["run_id", "client", "amount", "ledger_amount"],
+            connection.execute(query), ["run_id", "client", "amount", "ledger_amount"]
         )
     return frame
 
