@@ -187,6 +187,9 @@ def test_a_client_page_shows_the_issued_conversion_and_its_ledger(tmp_path: Path
         mine = pages["manager"].get("/clients").text  # the manager's list: acme alone
         assert re.search(r'class="muted own-currency">138\.63 EUR<', mine)
         assert "bravo" not in mine and "GBP" not in mine
+        assert re.search(r"EUR: daily rates, 3 rate\(s\) dated 2026-11-06 to 2026-11-09, 1 USD = "
+                         r"1 ÷ 1\.0850 to 1 ÷ 1\.0800 EUR; rates from the company(&#39;|')s "
+                         r"rates file", mine)  # fmt: skip
         month_page = pages["finance"].get(f"/months/{MONTH}").text
         assert re.search(r'id="reference-converted">277\.35 EUR \(daily rates: 3 rate', month_page)
         assert "GBP (daily rates" in month_page  # bravo's own currency, converted by the run

@@ -12,6 +12,7 @@ the same filters.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -110,6 +111,8 @@ class ClientListView:
     prev_href: str | None
     next_href: str | None
     hint: str | None
+    own_notes: list[str] = dataclasses.field(default_factory=list)
+    """How the amounts shown in clients' own currencies were converted, per currency."""
 
 
 def _params(query: ListQuery, month: str | None, **changed: Any) -> dict[str, Any]:
@@ -197,6 +200,7 @@ def client_list_view(
     choices: dict[str, list[str]],
     hint: str | None,
     converted: dict[str, dict[str, Any]] | None = None,
+    notes: list[str] | None = None,
 ) -> ClientListView:
     """The page of ``found`` (one page of the list ``query`` asked for); ``converted``: each
     client's amount in its currency, where the run converted it."""
@@ -254,5 +258,5 @@ def client_list_view(
         prev_href=_href(_params(query, month, page=query.page - 1)) if query.page > 1 else None,
         next_href=(_href(_params(query, month, page=query.page + 1))
                    if query.page < pages else None),
-        hint=hint,
+        hint=hint, own_notes=notes or [],
     )  # fmt: skip

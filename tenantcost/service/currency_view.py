@@ -248,3 +248,21 @@ def listed_conversions(
         for client, amount in zip(mine["client"], mine["amount"], strict=True):
             out[str(client)] = {"currency": code, "amount": int(amount)}
     return out
+
+
+def conversion_notes(
+    engine: Engine, run_id: str | None, codes: set[str], internal: bool
+) -> list[str]:
+    """How the run converted into each of ``codes``, one sentence each, for a page that
+    shows converted figures beside the ledger's: the policy, the rates' span and source."""
+    if run_id is None or not codes:
+        return []
+    recorded = run_conversions(engine, run_id)
+    notes = []
+    for code in sorted(codes & set(recorded)):
+        fx = recorded[code].document
+        policy = POLICY_TEXT.get(str(fx["policy"]), str(fx["policy"])).split(":")[0]
+        provisional = "; provisional" if fx.get("provisional") else ""
+        notes.append(f"{code}: {policy} rates, {rate_span(fx)}; rates from "
+                     f"{source_text(str(fx['source']), internal)}{provisional}")  # fmt: skip
+    return notes

@@ -315,12 +315,16 @@ def clients_page(
     months = [str(m["month"]) for m in figures.months_document(engine, principal)]
     usage_only = not found.rows.empty and not bool(found.rows["statement"].all())
     hint = _search_hint(query.q, found.total, usage_only, sees_usage_clients(principal))
-    from tenantcost.service.currency_view import listed_conversions
+    from tenantcost.service.currency_view import conversion_notes, listed_conversions
 
     page_clients = [str(c) for c in found.rows["id"]]
     converted = listed_conversions(engine, found.run_id, page_clients, currency)
+    internal = can(principal, Action.VIEW_INTERNAL_SHEET).allowed
+    notes = conversion_notes(engine, found.run_id, {c["currency"] for c in converted.values()},
+                             internal)  # fmt: skip
     view = client_list_view(engine, found, query, months,
-                            listing.filter_values(engine, principal), hint, converted)  # fmt: skip
+                            listing.filter_values(engine, principal), hint, converted,
+                            notes)  # fmt: skip
     return render(request, "service/clients.html", section="clients", search=view)
 
 
