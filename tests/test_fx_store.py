@@ -264,6 +264,7 @@ def test_revenue_in_each_clients_currency_meets_costs_at_the_months_rate(tmp_pat
                          "--currency", "GBP").stdout)  # fmt: skip
     bravo = next(h for h in shown if h["client"] == "bravo")
     assert bravo["amount"] == next(c["amount"] for c in gbp["clients"] if c["client"] == "bravo")
+    priced_in_eur(db, json.loads(cli(*args).stdout))
     stored = json.loads(cli("unit-economics", "--from-db", "--month", MONTH, "--format", "json",
                             *db).stdout)  # fmt: skip
     assert stored["money"]["currency"] == "USD"
@@ -361,3 +362,40 @@ def page_change(tmp_path: Path, db: list[str], bridge: dict) -> None:
     assert round(used + fx, 2) == change
     fx_part = next(p for p in bridge["parts"] if p["effect"] == "fx")["amount"] / 1e6
     assert abs(fx - fx_part) <= 0.01 and abs(change - bridge["change"] / 1e6) <= 0.01
+
+
+def priced_in_eur(db: list[str], files: dict) -> None:
+    """The pricing API prices the stored month in presentation: EUR as the run converted it:
+    the same per plan and per client as ``unit-economics --currency EUR`` from the files;
+    ``?currency=USD`` is the ledger's. The page says how it was converted."""
+    import re
+
+    import httpx
+
+    from tenantcost.service.tokens import create_token
+
+    from .service_web_server import running_service
+
+    url, data = db[1], db[3]
+    engine = open_engine(resolve_settings(db=url, environ={}))
+    token = create_token(engine, "product", clients=[], name="fx-pricing", actor="tests")[0]
+    with running_service(url, data) as base:
+        client = httpx.Client(
+            base_url=base, timeout=60, headers={"Authorization": f"Bearer {token}"}
+        )
+        doc = client.get(f"/api/v1/months/{MONTH}/unit-economics").json()
+        ledger = client.get(f"/api/v1/months/{MONTH}/unit-economics?currency=USD").json()
+        page = httpx.Client(base_url=base, timeout=60)
+        csrf = re.search(r'name="csrf_token" value="([^"]+)"', page.get("/login").text)
+        assert csrf is not None
+        page.post("/login", data={"token": token, "csrf_token": csrf.group(1)})
+        html = page.get("/pricing").text
+    assert doc["currency"] == "EUR" and doc["fx"]["ledger_currency"] == "USD"
+    assert ledger["currency"] == "USD" and "fx" not in ledger
+    # 3 of the month's 720 hours are covered: the page prices the month at its run rate, x240
+    assert doc["basis"] == "projected" and files["money"]["currency"] == "EUR"
+    assert doc["residual"]["amount"] == files["residual"]["amount"] * 240
+    mine = {c["client"]: (c["cost"], c["revenue"]) for c in doc["clients"]}
+    assert mine == {c["client"]: (c["cost"] * 240, c["revenue"])
+                    for c in files["clients"]}  # fmt: skip
+    assert 'id="pricing-fx">daily rates, 3 rate(s) dated 2026-11-06 to 2026-11-09' in html

@@ -390,13 +390,16 @@ def get_unit_economics(
             "at this time also gets a projection, an estimate.",
         ),
     ] = None,
+    currency: CurrencyCode | None = None,
 ) -> dict[str, Any]:
+    """In ``?currency=`` (default ``presentation:``) where the month's run converted into
+    it: ``currency`` and ``fx`` say which (``fx`` null: the ledger's)."""
     from tenantcost.economics import GroupBy
     from tenantcost.service.pricing import as_of_time, priced_month
 
     with store_refusals():
         priced = priced_month(request.app.state.engine, request.app.state.store, principal,
-                              month, GroupBy(by), as_of_time(as_of))  # fmt: skip
+                              month, GroupBy(by), as_of_time(as_of), currency)  # fmt: skip
     if priced is None:
         raise HTTPException(404, f"no figures of {month} to price")
     return priced.doc

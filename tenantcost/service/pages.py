@@ -528,9 +528,11 @@ def pricing_page(
     by: Literal["plan", "segment"] = Query("plan"),
     as_of: str | None = Query(None, max_length=64),
     page: PageNumber = 1,
+    currency: CurrencyCode | None = None,
 ) -> Response:
     """Product, finance, admin: the unit economics of a month (:mod:`tenantcost.service.
-    pricing`), the month the viewer's latest visible one by default."""
+    pricing`), the month the viewer's latest visible one by default, in ``?currency=``
+    (default ``presentation:``) where the month's run converted into it."""
     from tenantcost.economics import GroupBy
     from tenantcost.errors import InputError
     from tenantcost.service import pricing
@@ -551,7 +553,7 @@ def pricing_page(
         return render(request, "service/pricing.html", section="pricing", status=422, **context)
     try:
         priced = pricing.priced_month(engine, request.app.state.store, principal, month,
-                                      GroupBy(by), at)  # fmt: skip
+                                      GroupBy(by), at, currency)  # fmt: skip
     except InputError as exc:
         context["error"] = str(exc)
         return render(request, "service/pricing.html", section="pricing", status=409, **context)

@@ -131,6 +131,8 @@ def plan_margins(
     if not frames:
         return None
     currency = frames[-1].attrs["currency"]
+    # a month priced in another currency (its run did not convert) is not on this scale
+    frames = [f for f in frames if f.attrs["currency"] == currency]
     frame = pd.concat(frames, ignore_index=True)
     frame = frame.astype({"revision": "Int64", "clients": "Int64", "revenue": "Int64",
                           "all_in_cost": "Int64", "margin": "Int64"})  # fmt: skip

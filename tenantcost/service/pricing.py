@@ -68,24 +68,29 @@ def priced_month(
     month: str,
     by: GroupBy,
     as_of: pd.Timestamp,
+    currency: str | None = None,
 ) -> PricedMonth | None:
     """The ``unit-economics --format json`` document of the run ``principal`` sees for
     ``month`` (None: no such run). No catalog in the store, or an ``as_of`` before the month
-    starts, is an :class:`~tenantcost.errors.InputError` (one line, said as the CLI says it)."""
+    starts, is an :class:`~tenantcost.errors.InputError` (one line, said as the CLI says it).
+    ``currency``: price in it (default the stored ``presentation:``) when the run converted
+    into it (:func:`tenantcost.store.run_fx.converted_month_costs`), else in the ledger's."""
+    from tenantcost.service.currency_view import stored_presentation
     from tenantcost.service.memo import remembered
     from tenantcost.windows import Period
 
     source = month_source(engine, principal, month)
     if source is None:
         return None
+    shown_in = currency or stored_presentation(engine)
     period = Period.month(month)
     if as_of < period.start:  # refused with project's one line; nothing kept
-        doc = _document(engine, store, source, by, as_of)
+        doc = _document(engine, store, source, by, as_of, shown_in)
     else:
         during = bool(as_of < period.end)
-        key = (source.run_id, str(by), during, store is not None)  # no store: no requests
+        key = (source.run_id, str(by), during, store is not None, shown_in)  # no store: no requests
         doc = remembered(engine, "priced_month", key,
-                         lambda: _document(engine, store, source, by, as_of))  # fmt: skip
+                         lambda: _document(engine, store, source, by, as_of, shown_in))  # fmt: skip
         if during and doc["projection"] is not None:  # the kept projection, as of now
             from tenantcost.timefmt import iso_z
 
@@ -94,7 +99,12 @@ def priced_month(
 
 
 def _document(
-    engine: Engine, store: Store | None, source: MonthSource, by: GroupBy, as_of: pd.Timestamp
+    engine: Engine,
+    store: Store | None,
+    source: MonthSource,
+    by: GroupBy,
+    as_of: pd.Timestamp,
+    currency: str | None = None,
 ) -> dict[str, Any]:
     """The unit-economics document of ``source``'s run: a second or more of pandas at 10,000
     clients, so :func:`priced_month` keeps it per store generation (a batch, a run, a close or
@@ -114,7 +124,7 @@ def _document(
     from tenantcost.split import connect
     from tenantcost.store.catalog import stored_catalog
     from tenantcost.store.report_figures import load_run_figures
-    from tenantcost.store.run_fx import store_rates
+    from tenantcost.store.run_fx import converted_month_costs, run_conversions, store_rates
     from tenantcost.store.stored import stored_usage
     from tenantcost.usage_source import client_sums
     from tenantcost.windows import Period
@@ -131,17 +141,25 @@ def _document(
         requests = client_sums(stored_usage(store, period, con), period, con, REQUESTS)
     policy = policy_for(stored.ruleset.pricing, by)
     costs = month_costs(stored.result, period, requests)
+    fx = None
+    if currency and currency != costs.currency:  # as the run converted it, if it did
+        with engine.connect() as connection:
+            converted = converted_month_costs(connection, source.run_id, currency, costs)
+            if converted is not None:
+                costs = converted
+                fx = run_conversions(connection, source.run_id)[currency].document
     covered = coverage(costs)
     basis = Basis.MONTH if source.state == "closed" and covered >= 1 else Basis.PROJECTED
     revenue = revenue_rates(  # a client's own currency, at the month's rate
-        catalog.frame, stored.ruleset, stored.result.currency, period, (rates.table, rates.source)
+        catalog.frame, stored.ruleset, costs.currency, period, (rates.table, rates.source)
     )
     economics = compute(costs, revenue, policy)
     projection = project(economics, as_of)
     if basis is Basis.PROJECTED:  # never a partial cost against a full month's revenue
         economics = compute(projected_costs(costs), revenue, policy)
     economics.projection = projection
-    return document(economics) | {"basis": basis.value, "coverage": covered}
+    extra = {"fx": fx} if fx is not None else {}  # the CLI's document otherwise, as ever
+    return document(economics) | {"basis": basis.value, "coverage": covered} | extra
 
 
 def as_of_time(text: str | None) -> pd.Timestamp:
@@ -174,9 +192,10 @@ def page_context(priced: PricedMonth, months: list[str], page: int, as_of: str) 
     pages = max(1, math.ceil(len(clients) / CLIENTS_PER_PAGE))
     page = min(page, pages)
     projected = doc["basis"] == Basis.PROJECTED
+    own_strings = not projected and doc.get("fx") is None  # the run's ledger strings
 
     def cost_text(client: str, cost: int) -> str:  # the one displayed string, on a month basis
-        units = None if projected else priced.shown.amount(client)
+        units = priced.shown.amount(client) if own_strings else None
         if units is None:
             return format_amount(int(cost), places)
         return format_units(units, priced.shown.places)
@@ -190,7 +209,7 @@ def page_context(priced: PricedMonth, months: list[str], page: int, as_of: str) 
         for c in clients[(page - 1) * CLIENTS_PER_PAGE : page * CLIENTS_PER_PAGE]
     ]  # fmt: skip  (one page (50): the link to each client's page, its displayed cost)
 
-    group_texts = _group_cost_texts(doc, by, None if projected else priced.shown, places)
+    group_texts = _group_cost_texts(doc, by, priced.shown if own_strings else None, places)
     groups_shown = [
         g | {"cost_text": group_texts.get(g[by], format_amount(int(g["cost"]), places))}
         for g in groups
@@ -198,6 +217,7 @@ def page_context(priced: PricedMonth, months: list[str], page: int, as_of: str) 
 
     def href(**change: Any) -> str:
         query = {"month": doc["month"], "by": by} | ({"as_of": as_of} if as_of else {})
+        query |= {"currency": doc["currency"]} if doc.get("fx") else {}
         return "/pricing?" + urlencode(query | change)
 
     return {
@@ -222,7 +242,19 @@ def page_context(priced: PricedMonth, months: list[str], page: int, as_of: str) 
         "no_group": "(none)",
         "projected": projected,
         "coverage": _pct(doc["coverage"]),
+        "fx": doc.get("fx"),
+        "fx_note": _fx_note(doc.get("fx")),
     }
+
+
+def _fx_note(fx: dict[str, Any] | None) -> str:
+    """How a priced month was converted: the policy, the rates' span and their source."""
+    if fx is None:
+        return ""
+    from tenantcost.report.exchange_view import POLICY_TEXT, rate_span
+
+    policy = POLICY_TEXT.get(str(fx["policy"]), str(fx["policy"])).split(":")[0]
+    return f"{policy} rates, {rate_span(fx)}; rates from {fx['source']}"
 
 
 _ALL = ("all",)

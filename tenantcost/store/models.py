@@ -1014,3 +1014,22 @@ class RunFxClient(StoreModel, table=True):
     client: str = Field(primary_key=True, sa_type=Text)
     amount: int = Field(sa_type=BigInteger)
     ledger_amount: int = Field(sa_type=BigInteger)
+
+
+class RunFxLine(StoreModel, table=True):
+    """A run's line converted into ``currency`` (0030), beside its ledger amount: the lines
+    of a client add up to its :class:`RunFxClient` amount."""
+
+    __tablename__ = "run_fx_line"
+    __table_args__ = _table_args(Index("ix_run_fx_line_run_id_currency", "run_id", "currency"))
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="run.id", max_length=36)
+    currency: str = Field(max_length=3)
+    client: str = Field(sa_type=Text)
+    rule_id: str = Field(max_length=200)
+    source: str = Field(sa_type=Text)
+    kind: str = Field(max_length=32)
+    key: str = Field(sa_type=Text)
+    amount: int = Field(sa_type=BigInteger)
+    ledger_amount: int = Field(sa_type=BigInteger)

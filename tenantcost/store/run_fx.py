@@ -32,6 +32,7 @@ from sqlalchemy import Connection, Engine, func, insert, select
 
 from tenantcost.config.fx import ECB
 from tenantcost.config.rules import RuleSet
+from tenantcost.economics import MonthCosts
 from tenantcost.errors import InputError
 from tenantcost.presentation import present
 from tenantcost.readers.fx_rates import ecb_label, ecb_rates, merge_rates
@@ -39,7 +40,7 @@ from tenantcost.reconcile import cascade
 from tenantcost.result import AllocationResult
 from tenantcost.store.connection import connected, result_frame
 from tenantcost.store.fx_rates import stored_rates
-from tenantcost.store.models import FxLoad, RunFx, RunFxClient, table
+from tenantcost.store.models import FxLoad, RunFx, RunFxClient, RunFxLine, table
 
 
 def run_currencies(ruleset: RuleSet, clients: set[str] | None = None) -> list[str]:
@@ -115,6 +116,25 @@ def record_conversions(
         if not clients.empty:
             rows = clients.assign(run_id=run_id, currency=result.currency)
             connection.execute(insert(table(RunFxClient)), rows.to_dict("records"))
+        lines = _lines(result)
+        if not lines.empty:
+            rows = lines.assign(run_id=run_id, currency=result.currency)
+            connection.execute(insert(table(RunFxLine)), rows.to_dict("records"))
+
+
+LINE_COLUMNS = ["client", "rule_id", "source", "kind", "key"]
+"""What identifies a converted line (``run_fx_line``)."""
+
+
+def _lines(result: AllocationResult) -> pd.DataFrame:
+    """A converted result's lines as ``run_fx_line`` rows (plain Python values)."""
+    lines = result.lines
+    if lines.empty:
+        return pd.DataFrame(columns=[*LINE_COLUMNS, "amount", "ledger_amount"])
+    out = lines[[*LINE_COLUMNS, "amount", "ledger_amount"]].astype(
+        {c: "str" for c in LINE_COLUMNS} | {"amount": "int64", "ledger_amount": "int64"}
+    )
+    return out.astype(object)
 
 
 def _client_totals(result: AllocationResult) -> pd.DataFrame:
@@ -205,3 +225,40 @@ def rates_changed(connection: Connection, before: str | None, after: str) -> lis
         return (c.document.get("policy"), c.document.get("rates"), c.document.get("periods"))
 
     return sorted(code for code in set(old) & set(new) if used(old[code]) != used(new[code]))
+
+
+def converted_month_costs(
+    connection: Connection, run_id: str, currency: str, ledger: MonthCosts
+) -> MonthCosts | None:
+    """``ledger`` (the economics' view of the stored run, :func:`tenantcost.economics.month_costs`)
+    in ``currency`` as the run converted it: each client's total, each keyed line (its
+    measure unchanged) and the residual left after distribution (the converted cascade's
+    idle, overhead and reserve lines). None when the run has no such conversion, or was
+    recorded before its lines were kept."""
+    from dataclasses import replace
+
+    from tenantcost.kinds import KEYED_KINDS, RESIDUAL_CLASSES
+
+    recorded = run_conversions(connection, run_id).get(currency)
+    f = table(RunFxLine).c
+    lines = result_frame(
+        connection.execute(
+            select(f.client, f.kind, f.source, f.key, f.amount).where(
+                f.run_id == run_id, f.currency == currency
+            )
+        ),
+        ["client", "kind", "source", "key", "amount"],
+    )
+    if recorded is None or (lines.empty and not ledger.costs.empty):
+        return None
+    totals = lines.groupby("client", sort=True)["amount"].sum()
+    costs = ledger.costs.assign(cost=ledger.costs["client"].map(totals).fillna(0).astype("int64"))
+    keyed = lines.loc[lines["kind"].isin([str(k) for k in KEYED_KINDS])]
+    sums = keyed.groupby(["client", "kind", "source", "key"], sort=True)["amount"].sum()
+    grouped = ledger.lines.drop(columns="amount").merge(
+        sums.rename("amount").reset_index(), on=["client", "kind", "source", "key"], how="left"
+    )
+    grouped["amount"] = grouped["amount"].fillna(0).astype("int64")
+    residual = sum(int(line[3]) for line in recorded.cascade
+                   if str(line[0]) in {str(c) for c in RESIDUAL_CLASSES})  # fmt: skip
+    return replace(ledger, currency=currency, costs=costs, lines=grouped, residual=residual)
