@@ -7,22 +7,43 @@ the ledger amounts."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from fractions import Fraction
 from pathlib import Path
 
+import httpx
 import pandas as pd
 from typer.testing import CliRunner
 
 from tenantcost.cli import app
+from tenantcost.service.tokens import create_token
 from tenantcost.store.engine import open_engine
 from tenantcost.store.run_fx import run_conversions
 from tenantcost.store.settings import resolve_settings
+
+from .service_web_server import running_service
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "currency"
 MONTH = "2026-11"
 runner = CliRunner()
+
+
+def logged_in(base: str, token: str) -> httpx.Client:
+    """A browser-like session of ``token`` on the served pages (the login form, its CSRF)."""
+    client = httpx.Client(base_url=base, timeout=60)
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/login").text)
+    assert csrf is not None
+    done = client.post("/login", data={"token": token, "csrf_token": csrf.group(1)})
+    assert done.status_code == 303
+    return client
+
+
+def token_for(db: list[str], role: str, name: str, clients: list[str] | None = None) -> str:
+    """A new token of ``role`` in the store ``db`` (``--db URL --data DIR``) names."""
+    engine = open_engine(resolve_settings(db=db[1], environ={}))
+    return create_token(engine, role, clients=clients or [], name=name, actor="tests")[0]
 
 
 def cli(*args: str, code: int = 0):
@@ -128,14 +149,6 @@ def test_a_client_page_shows_the_issued_conversion_and_its_ledger(tmp_path: Path
     (the catalog's: acme EUR, bravo GBP) as its run converted it, with the ledger amount and
     how it was converted; ``?currency=USD`` shows the ledger; an unknown code is a 422. An
     account manager reads no file name."""
-    import re
-
-    import httpx
-
-    from tenantcost.service.tokens import create_token
-
-    from .service_web_server import running_service
-
     url = f"sqlite:///{tmp_path / 'store.db'}"
     data = str(tmp_path / "data")
     db = ["--db", url, "--data", data]
@@ -149,23 +162,10 @@ def test_a_client_page_shows_the_issued_conversion_and_its_ledger(tmp_path: Path
     budget.write_text("client,low,expected,high,currency\nacme,130,135,140,EUR\n")
     cli("budget", "load", str(budget), "--month", MONTH, *db)
     cli("close", "--month", MONTH, "--allow-incomplete", *db)
-    engine = open_engine(resolve_settings(db=url, environ={}))
-    tokens = {
-        who: create_token(engine, role, clients=clients, name=f"fx-{who}", actor="tests")[0]
-        for who, role, clients in (("manager", "account-manager", ["acme"]),
-                                   ("finance", "finance", []))
-    }  # fmt: skip
+    tokens = {"manager": token_for(db, "account-manager", "fx-manager", ["acme"]),
+              "finance": token_for(db, "finance", "fx-finance")}  # fmt: skip
     with running_service(url, data) as base:
-        pages = {}
-        for who, token in tokens.items():
-            client = httpx.Client(base_url=base, timeout=60)
-            form = client.get("/login").text
-            csrf = re.search(r'name="csrf_token" value="([^"]+)"', form)
-            assert csrf is not None
-            done = client.post("/login", data={"token": token, "csrf_token": csrf.group(1),
-                                               "next": "/clients"})  # fmt: skip
-            assert done.status_code == 303
-            pages[who] = client
+        pages = {who: logged_in(base, token) for who, token in tokens.items()}
         manager = pages["manager"].get("/clients/acme")
         assert manager.status_code == 200
         assert '<span class="amount" id="amount">138.63 EUR</span>' in manager.text
@@ -306,22 +306,9 @@ def test_a_budget_in_the_clients_currency_is_watched_at_the_months_rates(tmp_pat
 def served_pages(tmp_path: Path, db: list[str]) -> None:
     """The pages that read a watch with a band in a client's currency answer 200 and show
     the band in it (a band's currency text once made the trend a 500)."""
-    import re
-
-    import httpx
-
-    from tenantcost.service.tokens import create_token
-
-    from .service_web_server import running_service
-
-    url, data = db[1], db[3]
-    engine = open_engine(resolve_settings(db=url, environ={}))
-    token = create_token(engine, "finance", clients=[], name="fx-watch", actor="tests")[0]
-    with running_service(url, data) as base:
-        client = httpx.Client(base_url=base, timeout=60)
-        csrf = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/login").text)
-        assert csrf is not None
-        client.post("/login", data={"token": token, "csrf_token": csrf.group(1)})
+    token = token_for(db, "finance", "fx-watch")
+    with running_service(db[1], db[3]) as base:
+        client = logged_in(base, token)
         page = client.get("/clients/acme")
         assert page.status_code == 200
         assert 'id="watch-band-projected">138.57 EUR' in page.text
@@ -335,25 +322,11 @@ def page_change(tmp_path: Path, db: list[str], bridge: dict) -> None:
     """The client page of a converted month says its change in EUR split as the bridge
     splits it: what was used and billed (at the earlier month's rate) and the exchange rate,
     adding up to the change between the two figures as shown."""
-    import re
-
-    import httpx
-
-    from tenantcost.service.tokens import create_token
-
-    from .service_web_server import running_service
-
     for month in ("2026-09", "2026-10"):
         cli("close", "--month", month, "--allow-incomplete", *db)
-    url, data = db[1], db[3]
-    engine = open_engine(resolve_settings(db=url, environ={}))
-    token = create_token(engine, "finance", clients=[], name="fx-change", actor="tests")[0]
-    with running_service(url, data) as base:
-        client = httpx.Client(base_url=base, timeout=60)
-        csrf = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/login").text)
-        assert csrf is not None
-        client.post("/login", data={"token": token, "csrf_token": csrf.group(1)})
-        page = client.get("/clients/acme", params={"month": "2026-10"}).text
+    token = token_for(db, "finance", "fx-change")
+    with running_service(db[1], db[3]) as base:
+        page = logged_in(base, token).get("/clients/acme", params={"month": "2026-10"}).text
     found = re.search(r'id="fx-change">([^<]+)<', page)
     assert found is not None, page
     numbers = [float(n.replace(",", "").replace("\u2212", "-").replace("±", ""))
@@ -368,28 +341,14 @@ def priced_in_eur(db: list[str], files: dict) -> None:
     """The pricing API prices the stored month in presentation: EUR as the run converted it:
     the same per plan and per client as ``unit-economics --currency EUR`` from the files;
     ``?currency=USD`` is the ledger's. The page says how it was converted."""
-    import re
-
-    import httpx
-
-    from tenantcost.service.tokens import create_token
-
-    from .service_web_server import running_service
-
-    url, data = db[1], db[3]
-    engine = open_engine(resolve_settings(db=url, environ={}))
-    token = create_token(engine, "product", clients=[], name="fx-pricing", actor="tests")[0]
-    with running_service(url, data) as base:
+    token = token_for(db, "product", "fx-pricing")
+    with running_service(db[1], db[3]) as base:
         client = httpx.Client(
             base_url=base, timeout=60, headers={"Authorization": f"Bearer {token}"}
         )
         doc = client.get(f"/api/v1/months/{MONTH}/unit-economics").json()
         ledger = client.get(f"/api/v1/months/{MONTH}/unit-economics?currency=USD").json()
-        page = httpx.Client(base_url=base, timeout=60)
-        csrf = re.search(r'name="csrf_token" value="([^"]+)"', page.get("/login").text)
-        assert csrf is not None
-        page.post("/login", data={"token": token, "csrf_token": csrf.group(1)})
-        html = page.get("/pricing").text
+        html = logged_in(base, token).get("/pricing").text
     assert doc["currency"] == "EUR" and doc["fx"]["ledger_currency"] == "USD"
     assert ledger["currency"] == "USD" and "fx" not in ledger
     # 3 of the month's 720 hours are covered: the page prices the month at its run rate, x240

@@ -331,7 +331,7 @@ def _shown(engine: Engine, entries: list[HistoryEntry], asked: str | None) -> li
     from tenantcost.currency import require_currency
     from tenantcost.store.catalog import currencies_of
     from tenantcost.store.history import converted
-    from tenantcost.store.month_inputs import stored_rules
+    from tenantcost.store.month_inputs import presentation_of
 
     if not entries:
         return entries
@@ -339,10 +339,7 @@ def _shown(engine: Engine, entries: list[HistoryEntry], asked: str | None) -> li
     if asked is not None:
         wanted = dict.fromkeys(clients, require_currency(asked.strip().upper(), where="--currency"))
     else:
-        try:
-            default = stored_rules(engine).ruleset.presentation or ""
-        except InputError:  # no rules stored: nothing was converted either
-            default = ""
+        default = presentation_of(engine) or ""  # no rules stored: nothing converted
         wanted = {c: default for c in clients} | currencies_of(engine, clients)
     shown: dict[int, HistoryEntry] = {}
     for currency in sorted({c for c in wanted.values() if c}):

@@ -24,7 +24,8 @@ from tenantcost.money import MINOR_UNIT_EXPONENT
 from tenantcost.report.display import auto_places, format_amount, format_units
 from tenantcost.report.exchange_view import POLICY_TEXT, rate_span, source_text
 from tenantcost.service.page_data import FigureRow
-from tenantcost.store.models import RuleFile, Statement, table
+from tenantcost.store.models import Statement, table
+from tenantcost.store.month_inputs import presentation_of
 from tenantcost.store.run_fx import client_conversions, run_conversions
 
 
@@ -42,19 +43,7 @@ class FigureFx:
 
 def stored_presentation(engine: Engine) -> str | None:
     """The latest stored rule file's ``presentation:`` (None: none, or no rules)."""
-    import yaml
-
-    content = _latest_rule_file(engine)
-    document = yaml.safe_load(content) if content else None
-    value = document.get("presentation") if isinstance(document, dict) else None
-    return str(value).strip().upper() if value else None
-
-
-def _latest_rule_file(engine: Engine) -> str | None:
-    f = table(RuleFile).c
-    with engine.connect() as connection:
-        content = connection.execute(select(f.content).order_by(f.id.desc()).limit(1)).scalar()
-    return str(content) if content is not None else None
+    return presentation_of(engine)
 
 
 def converted_rows(

@@ -59,7 +59,7 @@ from tenantcost.store.models import (
     table,
     utcnow,
 )
-from tenantcost.store.month_inputs import month_inputs
+from tenantcost.store.month_inputs import latest_rule_document, month_inputs, presentation_of
 from tenantcost.store.month_state import (
     FOREVER,
     MonthAction,
@@ -260,17 +260,11 @@ def _converts_all(connection: Connection, run: dict[str, Any]) -> bool:
     """Whether ``run`` converted into every currency a run now would: ``presentation:`` of
     the latest rule file and the catalog's client currencies (a catalog loaded since may
     give a client a new one)."""
-    import yaml
-
     from tenantcost.store.catalog import catalog_currencies
     from tenantcost.store.run_fx import run_conversions
 
-    content = connection.execute(
-        select(table(RuleFile).c.content).order_by(table(RuleFile).c.id.desc()).limit(1)
-    ).scalar()
-    document = yaml.safe_load(content) if content else None
-    shown = document.get("presentation") if isinstance(document, dict) else None
-    wanted = catalog_currencies(connection) | ({str(shown).upper()} if shown else set())
+    shown = presentation_of(connection)
+    wanted = catalog_currencies(connection) | ({shown} if shown else set())
     wanted -= {str(run["currency"])}
     return not wanted or wanted <= set(run_conversions(connection, str(run["id"])))
 
@@ -283,13 +277,7 @@ def _has_estimates(run: dict[str, Any]) -> bool:
 
 def _rules_have_billing(connection: Connection) -> bool:
     """Whether the latest stored rule file has a ``billing:`` section."""
-    import yaml
-
-    content = connection.execute(
-        select(table(RuleFile).c.content).order_by(table(RuleFile).c.id.desc()).limit(1)
-    ).scalar()
-    document = yaml.safe_load(content) if content else None
-    return isinstance(document, dict) and document.get("billing") is not None
+    return latest_rule_document(connection).get("billing") is not None
 
 
 def _billing_note(connection: Connection, month: str, allow_incomplete: bool) -> str | None:

@@ -38,6 +38,25 @@ class StoredRules:
     """The rule document parsed (recorded with the run: its sheets read with these rules)."""
 
 
+def latest_rule_document(bind: Engine | Connection) -> dict[str, Any]:
+    """The latest stored rule file as written (YAML parsed, not checked); ``{}`` when the
+    store holds none. For a top-level setting that needs no parsed rule set
+    (``billing:``, ``presentation:``)."""
+    from tenantcost.store.connection import connected
+
+    f = table(RuleFile).c
+    with connected(bind) as connection:
+        content = connection.execute(select(f.content).order_by(f.id.desc()).limit(1)).scalar()
+    document = yaml.safe_load(content) if content else None
+    return document if isinstance(document, dict) else {}
+
+
+def presentation_of(bind: Engine | Connection) -> str | None:
+    """The latest stored rule file's ``presentation:`` currency (None: none, or no rules)."""
+    value = latest_rule_document(bind).get("presentation")
+    return str(value).strip().upper() if value else None
+
+
 def stored_rules(engine: Engine) -> StoredRules:
     """Every stored rule version, with the latest stored rule file's other settings."""
     v = table(RuleVersion).c
