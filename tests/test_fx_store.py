@@ -358,3 +358,24 @@ def priced_in_eur(db: list[str], files: dict) -> None:
     assert mine == {c["client"]: (c["cost"] * 240, c["revenue"])
                     for c in files["clients"]}  # fmt: skip
     assert 'id="pricing-fx">daily rates, 3 rate(s) dated 2026-11-06 to 2026-11-09' in html
+
+
+def test_a_client_currency_the_rates_cannot_reach_never_stops_the_month(tmp_path: Path):
+    """A catalog is accepted with any ISO code; CHF, which the stored rates do not quote,
+    is skipped by the run with one warning line (its client stays in the ledger), and the
+    month still closes, from that same run."""
+    db = ["--db", f"sqlite:///{tmp_path / 'store.db'}", "--data", str(tmp_path / "data")]
+    cli("db", "upgrade", *db)
+    cli("rules", "load", str(EXAMPLE / "rules.yaml"), *db)
+    cli("ingest", "usage", "--usage", str(EXAMPLE / "usage.csv"), *db)
+    cli("ingest", "costs", "--costs", str(EXAMPLE / "costs.csv"), *db)
+    cli("fx", "load", str(EXAMPLE / "rates.csv"), *db)
+    catalog = tmp_path / "catalog.csv"
+    catalog.write_text("client,currency\nacme,CHF\nbravo,\n")
+    cli("catalog", "load", str(catalog), *db)
+    ran = cli("run", "--month", MONTH, "--format", "json", *db)
+    assert "not converted into CHF, a client's currency in the catalog" in ran.stderr
+    assert "acme" not in ran.stderr and "Traceback" not in ran.output
+    assert [c["currency"] for c in json.loads(ran.stdout)["conversions"]] == ["EUR"]
+    closed = cli("close", "--month", MONTH, "--allow-incomplete", *db).stdout
+    assert "(latest run, inputs unchanged)" in closed

@@ -39,7 +39,7 @@ from datetime import datetime
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Connection, Engine, delete, insert, select
+from sqlalchemy import Connection, Engine, delete, func, insert, select
 
 from tenantcost import __version__
 from tenantcost.errors import InputError
@@ -47,6 +47,7 @@ from tenantcost.store.connection import connected, result_frame
 from tenantcost.store.data import Store
 from tenantcost.store.lock import write_transaction
 from tenantcost.store.models import (
+    CatalogLoad,
     MonthEvent,
     RuleFile,
     RuleVersion,
@@ -75,7 +76,7 @@ from tenantcost.store.month_state import (
 )
 from tenantcost.store.run_fx import rates_changed, rates_stale
 from tenantcost.store.status import Missing, billing_coverage, missing_hours
-from tenantcost.timefmt import iso_offset
+from tenantcost.timefmt import iso_offset, utc
 from tenantcost.windows import Period
 
 CLOSE_ATTEMPTS = 3
@@ -257,16 +258,20 @@ def _reusable(
 
 
 def _converts_all(connection: Connection, run: dict[str, Any]) -> bool:
-    """Whether ``run`` converted into every currency a run now would: ``presentation:`` of
-    the latest rule file and the catalog's client currencies (a catalog loaded since may
-    give a client a new one)."""
+    """Whether ``run`` converted into every currency a run now would: ``presentation:``
+    (its rule file is the latest, or the run is not reused anyway) and the client currencies
+    of the catalog it read: a catalog loaded since may give a client a new one. A currency
+    the rates cannot reach is skipped by every run, so this asks which catalog the run read,
+    not which conversions it holds (else no run of such a month could ever be issued)."""
     from tenantcost.store.catalog import catalog_currencies
     from tenantcost.store.run_fx import run_conversions
 
     shown = presentation_of(connection)
-    wanted = catalog_currencies(connection) | ({shown} if shown else set())
-    wanted -= {str(run["currency"])}
-    return not wanted or wanted <= set(run_conversions(connection, str(run["id"])))
+    if shown and shown != run["currency"] and shown not in run_conversions(connection, run["id"]):
+        return False
+    loaded = connection.execute(select(func.max(table(CatalogLoad).c.loaded_at))).scalar()
+    others = catalog_currencies(connection) - {str(run["currency"])}
+    return not others or loaded is None or utc(loaded) <= utc(run["started_at"])
 
 
 def _has_estimates(run: dict[str, Any]) -> bool:

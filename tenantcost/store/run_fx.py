@@ -33,7 +33,7 @@ from sqlalchemy import Connection, Engine, func, insert, select
 from tenantcost.config.fx import ECB
 from tenantcost.config.rules import RuleSet
 from tenantcost.economics import MonthCosts
-from tenantcost.errors import InputError
+from tenantcost.errors import InputError, warn
 from tenantcost.presentation import present
 from tenantcost.readers.fx_rates import ecb_label, ecb_rates, merge_rates
 from tenantcost.reconcile import cascade
@@ -80,19 +80,25 @@ def store_rates(connection: Connection, ruleset: RuleSet) -> StoreRates:
 def convert_run(
     result: AllocationResult, ruleset: RuleSet, currencies: list[str], rates: StoreRates
 ) -> list[AllocationResult]:
-    """``result`` converted into each of ``currencies``. A rate the store lacks is refused
-    with the way to add it (``fx load``)."""
+    """``result`` converted into each of ``currencies``. The ``presentation:`` currency is
+    required: a rate the store lacks is refused with the way to add it (``fx load``). A
+    client's own currency (the catalog's) the rates cannot reach is skipped with a warning:
+    a catalog accepted at load must never stop the month's run or close; that client's pages
+    stay in the ledger currency, as their currency code says."""
     out = []
     for currency in currencies:
         try:
             out.append(present(result, ruleset, currency, (rates.table, rates.source)))
         except InputError as exc:
-            raise InputError(
-                f"converting {result.currency} into {currency} (presentation: or a client's "
-                f"currency in the catalog): {exc.message}; "
-                "a run converts at the rates in the store: `tenantcost fx load FILE` (or "
-                "`fx load ecb`) stores them"
-            ) from None
+            fix = ("a run converts at the rates in the store: `tenantcost fx load FILE` (or "
+                   "`fx load ecb`) stores them")  # fmt: skip
+            if currency == ruleset.presentation:
+                raise InputError(
+                    f"converting {result.currency} into {currency} (presentation:): "
+                    f"{exc.message}; {fix}"
+                ) from None
+            warn(f"not converted into {currency}, a client's currency in the catalog: "
+                 f"{exc.message}; its clients are shown in {result.currency}; {fix}")  # fmt: skip
     return out
 
 
