@@ -6,6 +6,7 @@ the ledger amounts."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import shutil
@@ -19,7 +20,7 @@ from typer.testing import CliRunner
 from tenantcost.cli import app
 from tenantcost.service.tokens import create_token
 from tenantcost.store.engine import open_engine
-from tenantcost.store.run_fx import run_conversions
+from tenantcost.store.run_fx import client_conversions, run_conversions
 from tenantcost.store.settings import resolve_settings
 
 from .service_web_server import running_service
@@ -326,7 +327,9 @@ def page_change(tmp_path: Path, db: list[str], bridge: dict) -> None:
         cli("close", "--month", month, "--allow-incomplete", *db)
     token = token_for(db, "finance", "fx-change")
     with running_service(db[1], db[3]) as base:
-        page = logged_in(base, token).get("/clients/acme", params={"month": "2026-10"}).text
+        session = logged_in(base, token)
+        page = session.get("/clients/acme", params={"month": "2026-10"}).text
+        trend_in_eur(session, db, page)
     found = re.search(r'id="fx-change">([^<]+)<', page)
     assert found is not None, page
     numbers = [float(n.replace(",", "").replace("\u2212", "-").replace("±", ""))
@@ -335,6 +338,38 @@ def page_change(tmp_path: Path, db: list[str], bridge: dict) -> None:
     assert round(used + fx, 2) == change
     fx_part = next(p for p in bridge["parts"] if p["effect"] == "fx")["amount"] / 1e6
     assert abs(fx - fx_part) <= 0.01 and abs(change - bridge["change"] / 1e6) <= 0.01
+
+
+def trend_in_eur(session: httpx.Client, db: list[str], page: str) -> None:
+    """The client's trend in EUR: each month as its run converted it (the fixed rates 0.9
+    and 0.8), its sources adding up to it, the ledger amount beside; the page's chart and
+    its CSV in EUR; a currency no run converted into leaves the trend in the ledger."""
+    ledger = session.get("/api/v1/clients/acme/trend").json()
+    eur = session.get("/api/v1/clients/acme/trend", params={"currency": "EUR"}).json()
+    assert ledger["money"]["currency"] == "USD" and "ledger_currency" not in ledger
+    assert eur["money"]["currency"] == "EUR" and eur["ledger_currency"] == "USD"
+    assert eur["not_converted"] == []
+    engine = open_engine(resolve_settings(db=db[1], environ={}))
+    runs = {r["month"]: r["run_id"] for r in json.loads(cli("history", "--client", "acme",
+            "--currency", "USD", "--format", "json", *db).stdout)}  # fmt: skip
+    stored = client_conversions(engine, list(runs.values()), "EUR", ["acme"])
+    by_run = dict(zip(stored["run_id"], stored["amount"], strict=True))
+    rate = {"2026-09": Fraction(9, 10), "2026-10": Fraction(8, 10)}
+    for before, after in zip(ledger["months"], eur["months"], strict=True):
+        assert after["ledger_amount"] == before["amount"]
+        assert after["amount"] == by_run[runs[after["month"]]]
+        assert abs(after["amount"] - before["amount"] * rate[after["month"]]) <= 1
+        assert sum(after["by_source"].values()) == after["amount"]
+    assert re.search(r'id="trend-fx">In EUR: each month as its run converted it from USD', page)
+    assert "/api/v1/clients/acme/trend?format=csv&amp;currency=EUR" in page
+    csv = session.get("/api/v1/clients/acme/trend", params={"format": "csv", "currency": "EUR"})
+    rows = pd.read_csv(io.StringIO(csv.text))
+    assert set(rows["currency"]) == {"EUR"}
+    assert rows.groupby("month")["amount"].sum().round(6).tolist() == [
+        m["amount"] / 1e6 for m in eur["months"]
+    ]
+    gbp = session.get("/api/v1/clients/acme/trend", params={"currency": "GBP"}).json()
+    assert gbp == ledger  # no run converted into GBP: the ledger trend, which says so
 
 
 def priced_in_eur(db: list[str], files: dict) -> None:

@@ -59,7 +59,7 @@ TABLES = {"store_meta", "rule_file", "rule_version", "batch", "batch_cell", "bat
           *CATALOG_TABLES, *WITHDRAW_TABLES, *BILLING_TABLES, *OTLP_TABLES,
           *COMPACTION_TABLES, *BRIDGE_TABLES, *SHEET_TABLES, *WATCH_TABLES,
           *BUDGET_TABLES, *ALERT_TABLES, *DAILY_TABLES, *FX_TABLES}  # fmt: skip
-HEAD = "0030"
+HEAD = "0031"
 BATCH_TABLES = {"batch", "batch_cell", "batch_file"}
 runner = CliRunner()
 
@@ -92,7 +92,7 @@ def test_the_migrations_form_one_chain_ending_at_head():
                                  "0009", "0010", "0011", "0012", "0013", "0014",
                                  "0015", "0016", "0017", "0018", "0020", "0021",
                                  "0022", "0023", "0024", "0025", "0026", "0027",
-                                 "0028", "0029", "0030"}  # fmt: skip
+                                 "0028", "0029", "0030", "0031"}  # fmt: skip
     assert head_revision() == HEAD
 
 

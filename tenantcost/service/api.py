@@ -676,13 +676,16 @@ def get_client_trend(
     request: Request,
     access: ClientAccessDep,
     months: Annotated[int, Query(ge=1, le=36, description="Calendar months, at most 36.")] = 12,
+    currency: CurrencyCode | None = None,
     format: CsvFormat = "json",
 ) -> Any:
     """Months oldest first (tenantcost.service.trend); ``?format=csv``: one row per month and
-    source."""
+    source. ``?currency=``: each month as its run converted it (docs/currency.md), with its
+    ``ledger_amount``; months without a conversion are named in ``not_converted``."""
     from tenantcost.service.trend import client_trend
 
-    trend = client_trend(request.app.state.engine, access.principal, access.client, months)
+    engine = request.app.state.engine
+    trend = client_trend(engine, access.principal, access.client, months, currency)
     if trend is None:
         raise not_found()
     if format == "csv":
@@ -724,13 +727,16 @@ def get_client_unit_cost_trend(
     request: Request,
     access: ClientAccessDep,
     months: Annotated[int, Query(ge=1, le=36, description="Calendar months, at most 36.")] = 12,
+    currency: CurrencyCode | None = None,
     format: CsvFormat = "json",
 ) -> Any:
     """The ``unit_costs`` of the trend as rows: ``month, status, revision, metric, unit,
-    amount`` (the client page's unit-cost chart links here for its CSV)."""
+    amount`` (the client page's unit-cost chart links here for its CSV); ``?currency=`` as
+    the trend's."""
     from tenantcost.service.trend import client_trend
 
-    trend = client_trend(request.app.state.engine, access.principal, access.client, months)
+    engine = request.app.state.engine
+    trend = client_trend(engine, access.principal, access.client, months, currency)
     if trend is None:
         raise not_found()
     frame = trend.unit_cost_frame()

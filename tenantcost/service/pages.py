@@ -371,7 +371,7 @@ def client_page(
     from tenantcost.service.trend import client_trend
     from tenantcost.service.trend_view import trend_section
 
-    trend = trend_section(client_trend(engine, access.principal, access.client, 12))
+    trend = trend_section(client_trend(engine, access.principal, access.client, 12, shown_in))
     fx = fx_change(rows, view.month) if view.figure else None
     return render(request, "service/client.html", section="clients", view=view, changed=changed,
                   watch=watch, trend=trend, fx_change=fx)  # fmt: skip

@@ -29,7 +29,7 @@ One client, at most :data:`MAX_MONTHS` months: two queries for the lines of ever
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -39,7 +39,7 @@ from sqlalchemy import Engine, func, select
 from tenantcost.key_units import unit_basis
 from tenantcost.service.figures import client_months, month_source, reader_text
 from tenantcost.service.permissions import Principal
-from tenantcost.store.models import Run, RunLine, Statement, table
+from tenantcost.store.models import Run, RunFxLine, RunLine, Statement, table
 
 MAX_MONTHS = 36
 DEFAULT_MONTHS = 12
@@ -61,6 +61,8 @@ class TrendMonth:
     """key -> (unit label, micro-units per quoted unit)."""
     budget: dict[str, int] | None = None
     month_to_date: int | None = None
+    ledger_amount: int | None = None
+    """Shown converted: the month's amount in the ledger currency (as issued)."""
 
     def document(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -71,6 +73,8 @@ class TrendMonth:
             "by_source": dict(self.by_source),
             "unit_costs": {k: {"unit": u, "amount": a} for k, (u, a) in self.unit_costs.items()},
         }
+        if self.ledger_amount is not None:
+            doc["ledger_amount"] = self.ledger_amount
         if self.status == PROJECTED:
             doc |= {"month_to_date": self.month_to_date, "budget": self.budget}
         return doc
@@ -81,15 +85,24 @@ class Trend:
     client: str
     currency: str
     months: list[TrendMonth]
+    ledger_currency: str | None = None
+    """Shown converted: the ledger currency (``None``: shown in the ledger)."""
+    not_converted: list[str] = field(default_factory=list)
+    """Shown converted: the months left out, their figure having no conversion into
+    ``currency`` (a run before the currency was asked for, or the watch's projection without
+    a budget in it)."""
 
     def document(self) -> dict[str, Any]:
         from tenantcost.money import money_header
 
-        return {
+        doc = {
             "client": self.client,
             "money": money_header(self.currency),
             "months": [m.document() for m in self.months],
         }
+        if self.ledger_currency is not None:
+            doc |= {"ledger_currency": self.ledger_currency, "not_converted": self.not_converted}
+        return doc
 
     def unit_cost_document(self) -> dict[str, Any]:
         """The unit costs as rows (``GET /api/v1/clients/{id}/unit-cost-trend``)."""
@@ -107,7 +120,10 @@ class Trend:
             for m in self.months
             for k, (u, a) in m.unit_costs.items()
         ]  # fmt: skip  (at most 36 months x a few keys)
-        return {"client": self.client, "money": money_header(self.currency), "rows": rows}
+        doc = {"client": self.client, "money": money_header(self.currency), "rows": rows}
+        if self.ledger_currency is not None:
+            doc |= {"ledger_currency": self.ledger_currency, "not_converted": self.not_converted}
+        return doc
 
     def by_source_frame(self) -> pd.DataFrame:
         """The CSV's rows: one per month and source (``month, status, revision, source,
@@ -118,7 +134,11 @@ class Trend:
             for s, a in m.by_source.items()
         ]  # at most 36 months x a few sources
         frame = pd.DataFrame(rows, columns=["month", "status", "revision", "source", "amount"])
-        return frame.astype({"revision": "Int64", "amount": "Int64"})
+        return self._labelled(frame.astype({"revision": "Int64", "amount": "Int64"}))
+
+    def _labelled(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """A converted trend's CSV says its currency on each row (a ledger one as before)."""
+        return frame if self.ledger_currency is None else frame.assign(currency=self.currency)
 
     def unit_cost_frame(self) -> pd.DataFrame:
         """One row per month and key: ``month, status, revision, metric, unit, amount``."""
@@ -130,7 +150,7 @@ class Trend:
         frame = pd.DataFrame(
             rows, columns=["month", "status", "revision", "metric", "unit", "amount"]
         )
-        return frame.astype({"revision": "Int64", "amount": "Int64"})
+        return self._labelled(frame.astype({"revision": "Int64", "amount": "Int64"}))
 
 
 def _month_range(last: str, count: int) -> list[str]:
@@ -146,9 +166,13 @@ def _ledger_band(budget: dict[str, Any] | None, ledger: str) -> dict[str, int] |
     return {k: int(budget[k]) for k in ("low", "expected", "high")}
 
 
-def client_trend(engine: Engine, principal: Principal, client: str, months: int) -> Trend | None:
-    """The trend of ``client`` as ``principal`` may see it (``None``: no month at all)."""
-    from tenantcost.store.watch_snapshots import client_entry, latest_snapshot, watched_months
+def client_trend(
+    engine: Engine, principal: Principal, client: str, months: int, currency: str | None = None
+) -> Trend | None:
+    """The trend of ``client`` as ``principal`` may see it (``None``: no month at all), in
+    ``currency`` when given and not the ledger's: each month as its run converted it
+    (:func:`_converted`)."""
+    from tenantcost.store.watch_snapshots import watched_months
 
     figured = client_months(engine, principal, client)
     watched = watched_months(engine, client)
@@ -161,12 +185,12 @@ def client_trend(engine: Engine, principal: Principal, client: str, months: int)
         source = month_source(engine, principal, month)
         if source is not None:
             shown[month] = (source.run_id, str(source.status), source.revision)
-    lines = _lines(engine, client, [run for run, _, _ in shown.values()])
+    runs = [run for run, _, _ in shown.values()]
+    per_run = _per_run(_lines(engine, client, runs))
+    ledger = _currency(engine, runs)
+    redact = reader_text(engine, principal, client)
     amounts = _issued_amounts(engine, client, shown)
     out: list[TrendMonth] = []
-    currency = _currency(engine, [run for run, _, _ in shown.values()])
-    redact = reader_text(engine, principal, client)
-    per_run = _per_run(lines)
     for month in sorted(window & set(known)):
         if month in shown:
             run_id, status, revision = shown[month]
@@ -177,29 +201,124 @@ def client_trend(engine: Engine, principal: Principal, client: str, months: int)
                 amount = amounts.get(month, 0)
                 by_source = {ALL_SOURCES: amount}
             out.append(TrendMonth(month, status, revision, amount, by_source, _unit_costs(own)))
-            continue
-        snapshot = latest_snapshot(engine, month)
-        entry = None if snapshot is None else client_entry(engine, snapshot.id, client)
-        if snapshot is None or entry is None:
-            continue
-        currency = currency or snapshot.currency
-        projected = int(entry["projected"])
-        budget = entry.get("budget")
-        out.append(
-            TrendMonth(
-                month,
-                PROJECTED,
-                None,
-                projected,
-                {ALL_SOURCES: projected},
-                {},
-                _ledger_band(budget, snapshot.currency),
-                int(entry["month_to_date"]),
-            )
-        )
+        else:
+            projected = _projected(engine, client, month)
+            if projected is not None:
+                ledger = ledger or projected[1]
+                out.append(projected[0])
     if not out:
         return None
-    return Trend(client, currency or "USD", out)
+    trend = Trend(client, ledger or "USD", out)
+    if currency is None or currency == trend.currency:
+        return trend
+    return _converted(engine, trend, shown, per_run, redact, currency)
+
+
+def _projected(
+    engine: Engine, client: str, month: str
+) -> tuple[TrendMonth, str, dict[str, Any] | None] | None:
+    """The watch's projection of ``client`` for ``month`` (the latest watch run), the ledger
+    currency and the budget entry; ``None``: no watch of the month has the client."""
+    from tenantcost.store.watch_snapshots import client_entry, latest_snapshot
+
+    snapshot = latest_snapshot(engine, month)
+    entry = None if snapshot is None else client_entry(engine, snapshot.id, client)
+    if snapshot is None or entry is None:
+        return None
+    projected = int(entry["projected"])
+    budget = entry.get("budget")
+    found = TrendMonth(
+        month, PROJECTED, None, projected, {ALL_SOURCES: projected}, {},
+        _ledger_band(budget, snapshot.currency), int(entry["month_to_date"]),
+    )  # fmt: skip
+    return found, str(snapshot.currency), budget
+
+
+def _converted(
+    engine: Engine,
+    trend: Trend,
+    shown: dict[str, tuple[str, str, int | None]],
+    per_run: dict[str, list[Line]],
+    redact: Any,
+    currency: str,
+) -> Trend:
+    """``trend`` in ``currency``. A month its run converted into ``currency`` shows the
+    run's converted lines (``run_fx_line``, frozen by the close that issued it) summed per
+    source, its unit costs over the same measures, and its ledger amount beside. The open
+    month's projection converts only where the watch projected it in ``currency``, a
+    client's budget set in it (at the month's rates to date). Any other month is left out and
+    named in ``not_converted``: a chart never mixes two currencies."""
+    runs = sorted({run for run, _, _ in shown.values()})
+    converted = _converted_lines(engine, trend.client, runs, currency)
+    out: list[TrendMonth] = []
+    missing: list[str] = []
+    for month in trend.months:  # at most 36
+        if month.status == PROJECTED:
+            found = _projected_in(engine, trend.client, month, currency)
+        elif shown[month.month][0] in converted:
+            run_lines = converted[shown[month.month][0]]
+            own = _with_measures(per_run.get(shown[month.month][0], []), run_lines)
+            by_source = _by_source(own, redact) or {ALL_SOURCES: 0}
+            found = replace(month, amount=sum(by_source.values()), by_source=by_source,
+                            unit_costs=_unit_costs(own), ledger_amount=month.amount)  # fmt: skip
+        else:
+            found = None
+        if found is None:
+            missing.append(month.month)
+        else:
+            out.append(found)
+    if not out:  # nothing converted: the ledger trend, which names its own currency
+        return trend
+    return Trend(trend.client, currency, out, trend.currency, missing)
+
+
+def _projected_in(
+    engine: Engine, client: str, month: TrendMonth, currency: str
+) -> TrendMonth | None:
+    """The open month's projection in ``currency``: the watch's, against a budget set in it."""
+    found = _projected(engine, client, month.month)
+    budget = found[2] if found is not None else None
+    if budget is None or budget.get("currency") != currency or "month_to_date" not in budget:
+        return None
+    projected = int(budget["projected"])
+    band = {k: int(budget[k]) for k in ("low", "expected", "high")}
+    return replace(
+        month,
+        amount=projected,
+        by_source={ALL_SOURCES: projected},
+        budget=band,
+        month_to_date=int(budget["month_to_date"]),
+        ledger_amount=month.amount,
+    )
+
+
+def _converted_lines(
+    engine: Engine, client: str, runs: list[str], currency: str
+) -> dict[str, dict[tuple[str, str], int]]:
+    """The client's lines of ``runs`` in ``currency``, summed per run, source and key: only
+    the runs that recorded a conversion into it (a client without lines there has ``{}``)."""
+    from tenantcost.store.models import RunFx
+
+    if not runs:
+        return {}
+    fx, ln = table(RunFx).c, table(RunFxLine).c
+    lines = (
+        select(ln.run_id, ln.source, ln.key, func.sum(ln.amount))
+        .where(ln.run_id.in_(runs), ln.currency == currency, ln.client == client)
+        .group_by(ln.run_id, ln.source, ln.key)
+    )
+    with engine.connect() as conn:
+        done = conn.execute(select(fx.run_id).where(fx.run_id.in_(runs), fx.currency == currency))
+        out: dict[str, dict[tuple[str, str], int]] = {str(r): {} for r in done.scalars()}
+        for run_id, source, key, amount in conn.execute(lines).all():  # a few per month
+            out[str(run_id)][(str(source), str(key))] = int(amount)
+    return out
+
+
+def _with_measures(own: list[Line], converted: dict[tuple[str, str], int]) -> list[Line]:
+    """The client's ledger lines of a run with their converted amounts (same measures)."""
+    return [(source, key, measure, converted.get((source, key), 0))
+            for source, key, measure, _ in own]  # fmt: skip
 
 
 def _currency(engine: Engine, runs: list[str]) -> str | None:

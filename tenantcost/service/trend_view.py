@@ -44,6 +44,10 @@ class TrendSection:
     currency: str
     csv_href: str
     unit_csv_href: str
+    ledger_currency: str | None = None
+    """Shown converted: the ledger currency the months were issued in."""
+    not_converted: tuple[str, ...] = ()
+    """Shown converted: the months left out, with no conversion into ``currency``."""
 
 
 def decimal_text(micros: int) -> str:
@@ -237,9 +241,11 @@ def trend_section(trend: Trend | None) -> TrendSection | None:
         )
         for m in trend.months
     ]  # fmt: skip  (at most 36 months)
-    csv_href = api_client_path(trend.client, "trend") + "?format=csv"
-    unit_href = api_client_path(trend.client, "unit-cost-trend") + "?format=csv"
-    return TrendSection(stacked_chart(trend), units, rows, trend.currency, csv_href, unit_href)
+    query = "?format=csv" + (f"&currency={trend.currency}" if trend.ledger_currency else "")
+    csv_href = api_client_path(trend.client, "trend") + query
+    unit_href = api_client_path(trend.client, "unit-cost-trend") + query
+    return TrendSection(stacked_chart(trend), units, rows, trend.currency, csv_href, unit_href,
+                        trend.ledger_currency, tuple(trend.not_converted))  # fmt: skip
 
 
 __all__ = ["TrendSection", "columns_chart", "decimal_text", "lines_chart", "stacked_chart",

@@ -1021,7 +1021,9 @@ class RunFxLine(StoreModel, table=True):
     of a client add up to its :class:`RunFxClient` amount."""
 
     __tablename__ = "run_fx_line"
-    __table_args__ = _table_args(Index("ix_run_fx_line_run_id_currency", "run_id", "currency"))
+    __table_args__ = _table_args(
+        Index("ix_run_fx_line_run_currency_client", "run_id", "currency", "client")
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     run_id: str = Field(foreign_key="run.id", max_length=36)
