@@ -265,7 +265,7 @@ def convert_result(result: AllocationResult, conversion: Conversion) -> Allocati
         {"unclassified": part_amount["unclassified"]},
         [*window, "name", "namespace", "controller", "cluster"],
     )  # fmt: skip
-    reference = _reference_parts(result, total)
+    reference = reference_parts(result, total)
     return replace(
         result,
         currency=conversion.currency,
@@ -291,7 +291,7 @@ def _sum_by(keys: pd.Series, exact: np.ndarray) -> dict[str, int]:
     return {str(k): int(v) for k, v in sums.items()}
 
 
-def _reference_parts(result: AllocationResult, total: int) -> dict[str, int]:
+def reference_parts(result: AllocationResult, total: int) -> dict[str, int]:
     """The converted reference total shared by its ledger parts (largest remainder)."""
     ledger = {
         "billed": result.billed_pool_total,

@@ -18,10 +18,12 @@ import pandas as pd
 from typer.testing import CliRunner
 
 from tenantcost.cli import app
+from tenantcost.reconcile import cascade
 from tenantcost.service.tokens import create_token
 from tenantcost.store.engine import open_engine
 from tenantcost.store.run_fx import client_conversions, run_conversions
 from tenantcost.store.settings import resolve_settings
+from tenantcost.store.stored_run import load_statement
 
 from .service_web_server import running_service
 
@@ -139,6 +141,14 @@ def test_explain_from_the_store_in_another_currency_is_the_files_bridge(tmp_path
     assert [p["effect"] for p in stored["parts"]][-1] == "fx"
     assert sum(p["amount"] for p in stored["parts"]) == stored["change"]
     page_change(tmp_path, db, stored)
+    # the sheets' "What changed" compares the two months each in EUR at its own rate (the
+    # files once compared September's USD with October's EUR); the store's issued sheets agree
+    went = "Your amount went from 1.05 EUR in 2026-09 to 1.14 EUR in 2026-10 (+0.09)"
+    at = ["--month", "2026-10", "--currency", "EUR", "--format", "html", "--client", "acme"]
+    cli("report", "--config", str(rules), "--out", str(tmp_path / "files"), *at)
+    cli("report", "--from-db", "--out", str(tmp_path / "stored"), *at, *db)
+    for where in ("files", "stored"):
+        assert went in sheet_text(tmp_path / where / "clients" / "acme.html"), where
     ledger = json.loads(cli(*args, "--from-db", "--currency", "USD", *db).stdout)
     assert ledger["money"]["currency"] == "USD" and ledger["change"] == stored["ledger"]["change"]
     refused = cli(*args, "--from-db", "--currency", "GBP", *db, code=2)
@@ -414,3 +424,71 @@ def test_a_client_currency_the_rates_cannot_reach_never_stops_the_month(tmp_path
     assert [c["currency"] for c in json.loads(ran.stdout)["conversions"]] == ["EUR"]
     closed = cli("close", "--month", MONTH, "--allow-incomplete", *db).stdout
     assert "(latest run, inputs unchanged)" in closed
+
+
+def sheet_text(path: Path) -> str:
+    """A sheet's visible text, one space between words."""
+    page = re.sub(r"<(style|svg)\b.*?</\1>", " ", path.read_text(), flags=re.S)
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
+
+
+def between(text: str, start: str, end: str) -> str:
+    return text[text.index(start) : text.index(end, text.index(start))]
+
+
+def test_an_issued_statement_renders_in_another_currency_as_its_run_converted_it(
+    tmp_path: Path,
+):
+    """``report --from-db --currency EUR`` renders the issued revision as its run converted
+    it: the lines, the cascade (closing, gap 0) and the conversion part (every daily rate
+    beside the client's ledger amount that day) are those of ``report --currency EUR`` from
+    the files; rates loaded later change no byte of it; a currency the run did not convert
+    into is one line, exit 2."""
+    db = ["--db", f"sqlite:///{tmp_path / 'store.db'}", "--data", str(tmp_path / "data")]
+    cli("db", "upgrade", *db)
+    cli("rules", "load", str(EXAMPLE / "rules.yaml"), *db)
+    cli("ingest", "usage", "--usage", str(EXAMPLE / "usage.csv"), *db)
+    cli("ingest", "costs", "--costs", str(EXAMPLE / "costs.csv"), *db)
+    cli("fx", "load", str(EXAMPLE / "rates.csv"), *db)
+    cli("catalog", "load", str(EXAMPLE / "catalog.csv"), *db)  # bravo's currency: GBP
+    cli("close", "--month", MONTH, "--allow-incomplete", *db)
+    at = ["--generated-at", "2026-12-01T00:00:00Z", "--format", "html"]
+    stored, files = tmp_path / "stored", tmp_path / "files"
+    cli("report", "--from-db", "--month", MONTH, "--currency", "EUR", "--out", str(stored),
+        *at, *db)  # fmt: skip
+    cli("report", "--config", str(EXAMPLE / "rules.yaml"), "--month", MONTH, "--currency",
+        "EUR", "--out", str(files), *at)  # fmt: skip
+    mine, theirs = (sheet_text(d / "clients" / "acme.html") for d in (stored, files))
+    assert "Total for the period 138.63 EUR" in mine
+    for start, end in (("1. Your cost", "2. The rule"), ("Currency conversion", "2. The rule")):
+        assert between(mine, start, end) == between(theirs, start, end), start
+    assert "2026-11-07 1 ÷ 1.0800 1 EUR = 1.0800 USD published 2026-11-06 30.00" in mine
+    summary = sheet_text(stored / "finance-summary.html")
+    assert "Reference total 277.35 EUR Gap: 0.00 (closes)" in summary
+
+    engine = open_engine(resolve_settings(db=db[1], environ={}))
+    pack = load_statement(engine, MONTH, currency="EUR").pack
+    files_json = json.loads(cli("allocate", "--config", str(EXAMPLE / "rules.yaml"),
+                                "--currency", "EUR", "--format", "json").stdout)  # fmt: skip
+    assert cascade(pack.base).gap == 0
+    assert pack.base.reference_total == files_json["reference_total"]
+    totals = pack.base.client_totals().set_index("client")["amount"].to_dict()
+    assert totals == {c["client"]: c["amount"] for c in files_json["clients"]}
+
+    before = (stored / "clients" / "acme.html").read_bytes()
+    fix = tmp_path / "fix.csv"
+    fix.write_text("date,base,quote,rate\n2026-11-06,EUR,USD,1.1000\n")
+    cli("fx", "load", str(fix), *db)
+    again = tmp_path / "again"
+    cli("report", "--from-db", "--month", MONTH, "--currency", "EUR", "--out", str(again),
+        *at, *db)  # fmt: skip
+    assert (again / "clients" / "acme.html").read_bytes() == before  # frozen at close
+    gbp = tmp_path / "gbp"
+    cli("report", "--from-db", "--month", MONTH, "--currency", "gbp", "--client", "bravo",
+        "--out", str(gbp), *at, *db)  # fmt: skip
+    assert re.search(r"Total for the period [0-9.]+ GBP", sheet_text(gbp / "clients" /
+                                                                     "bravo.html"))  # fmt: skip
+    refused = cli("report", "--from-db", "--month", MONTH, "--currency", "CHF", "--out",
+                  str(tmp_path / "chf"), *db, code=2)  # fmt: skip
+    assert "was not converted into CHF (its conversions: EUR, GBP)" in refused.stderr
+    assert "Traceback" not in refused.output

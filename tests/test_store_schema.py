@@ -47,7 +47,8 @@ SHEET_TABLES = {"sheet_render", "sheet_render_job"}
 BRIDGE_TABLES = {"month_bridge", "month_bridge_client", "month_bridge_part"}
 WATCH_TABLES = {"watch_snapshot", "watch_entry"}
 DAILY_TABLES = {"watch_daily"}
-FX_TABLES = {"fx_load", "fx_rate", "run_fx", "run_fx_client", "run_fx_line"}
+FX_TABLES = {"fx_load", "fx_rate", "run_fx", "run_fx_client", "run_fx_line",
+             "run_fx_workload", "run_fx_unattributed", "run_fx_day"}  # fmt: skip
 ALERT_TABLES = {"alert_delivery"}
 BUDGET_TABLES = {"budget_version", "budget_client"}
 LATER = (REPORT_TABLES | SERVICE_TABLES | WEB_TABLES | CATALOG_TABLES | WITHDRAW_TABLES
@@ -59,7 +60,7 @@ TABLES = {"store_meta", "rule_file", "rule_version", "batch", "batch_cell", "bat
           *CATALOG_TABLES, *WITHDRAW_TABLES, *BILLING_TABLES, *OTLP_TABLES,
           *COMPACTION_TABLES, *BRIDGE_TABLES, *SHEET_TABLES, *WATCH_TABLES,
           *BUDGET_TABLES, *ALERT_TABLES, *DAILY_TABLES, *FX_TABLES}  # fmt: skip
-HEAD = "0031"
+HEAD = "0032"
 BATCH_TABLES = {"batch", "batch_cell", "batch_file"}
 runner = CliRunner()
 
@@ -92,7 +93,7 @@ def test_the_migrations_form_one_chain_ending_at_head():
                                  "0009", "0010", "0011", "0012", "0013", "0014",
                                  "0015", "0016", "0017", "0018", "0020", "0021",
                                  "0022", "0023", "0024", "0025", "0026", "0027",
-                                 "0028", "0029", "0030", "0031"}  # fmt: skip
+                                 "0028", "0029", "0030", "0031", "0032"}  # fmt: skip
     assert head_revision() == HEAD
 
 

@@ -167,7 +167,8 @@ def report_command(
             "--from-db",
             help="Render the --month's issued statement from the store, as issued (nothing is "
             "recomputed): its latest revision, or --revision N; --draft or --run ID for a run "
-            "not issued. Not with --config or other inputs.",
+            "not issued; in the ledger currency, or with --currency as the run converted it "
+            "(the rates frozen at close). Not with --config or other inputs.",
         ),
     ] = False,
     revision: Annotated[

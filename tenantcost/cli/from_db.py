@@ -4,7 +4,9 @@ The pack comes from :func:`tenantcost.store.stored_run.load_statement` (the run'
 figures, no allocation) and is written by the same writer as ``report`` on files, so both
 give the same pages for the same figures. The inputs of a file report (``--config``,
 ``--costs``, ``--usage``, ``--from``/``--to``, the OpenCost API) are refused with
-``--from-db``: the store's run already names its inputs. Imported only when the command runs.
+``--from-db``: the store's run already names its inputs. ``--currency`` renders the run as
+its conversion into that currency was recorded by ``run`` (frozen by the close), never at
+the rates in the store now. Imported only when the command runs.
 """
 
 from __future__ import annotations
@@ -54,15 +56,19 @@ def _check(options: RunOptions, which: FromDb) -> str:
             "--catalog: the unit-economics page is not rendered from the store; use "
             "`tenantcost unit-economics --month M --from-db`"
         )
-    if options.currency:
-        raise InputError(
-            "--currency with --from-db: a stored statement is rendered as issued, in the "
-            "ledger currency; render the month from its files with --currency "
-            "(docs/currency.md, status)"
-        )
     if not options.month:
         raise InputError("--from-db needs --month YYYY-MM (the month to render)")
     return options.month
+
+
+def _currency(asked: str | None) -> str | None:
+    """``--currency``: the statement as its run's conversion into it split it (frozen by the
+    close that issued it); without it, as issued, in the ledger currency."""
+    if not asked:
+        return None
+    from tenantcost.currency import require_currency
+
+    return require_currency(asked.strip().upper(), where="--currency")
 
 
 def report_from_db(
@@ -101,6 +107,7 @@ def report_from_db(
             engine, month, revision=which.revision, run_id=which.run_id, draft=which.draft,
             clients=clients, places=decimals, generated_at=at,
             data=DataDir(resolved.data) if resolved.data else None,
+            currency=_currency(options.currency),
         )  # fmt: skip
         from tenantcost.store.catalog import names_of
 

@@ -46,6 +46,7 @@ from tenantcost.engine import Engine
 from tenantcost.errors import InputError, InputWarning
 from tenantcost.inputs import Inputs
 from tenantcost.money import MINOR_UNIT_EXPONENT, round_for_display
+from tenantcost.presentation import needs_days, present
 from tenantcost.reconcile import cascade, require_closed
 from tenantcost.report.display import format_units, period_label
 from tenantcost.windows import Period
@@ -96,12 +97,20 @@ def quiet_allocate(
     period: Period,
     key: str | None = None,
     engine: Engine | None = None,
+    like: AllocationResult | None = None,
 ) -> AllocationResult:
     """A re-run (another key, rule version or period) through the same usage source and
     chunked core (and ``engine``) as the main run, on the usage of ``period`` only; its
     warnings were already shown by the main run. A re-run whose cascade does not close is an
-    internal error."""
-    return quiet_allocate_keys(inputs, ruleset, period, [key], engine)[0]
+    internal error. ``like``: the pack's main run; a re-run is shown in its currency, each
+    period at its own rates (a converted pack compares periods and rules in the currency it
+    shows, never a ledger figure beside a converted one)."""
+    converting = like is not None and like.fx is not None
+    days = converting and needs_days(inputs.ruleset, period.start, period.end)
+    result = quiet_allocate_keys(inputs, ruleset, period, [key], engine, days)[0]
+    if not converting or like is None:
+        return result
+    return present(result, inputs.ruleset, like.currency)
 
 
 def quiet_allocate_keys(
@@ -110,6 +119,7 @@ def quiet_allocate_keys(
     period: Period,
     keys: Sequence[str | None],
     engine: Engine | None = None,
+    days: bool = False,
 ) -> list[AllocationResult]:
     """:func:`quiet_allocate` under each of ``keys``, in one pass over the usage
     (:func:`tenantcost.allocate.allocate_keys`: each chunk is read once, split once per
@@ -134,6 +144,7 @@ def quiet_allocate_keys(
             con=inputs.con,
             engine=engine,
             billed=billing if same else None,
+            days=days,
         )
     for result in results:
         require_closed(cascade(result))
@@ -145,10 +156,16 @@ def _totals(result: AllocationResult) -> pd.Series:
 
 
 def _column(
-    label: str, inputs: Inputs, ruleset: RuleSet, period: Period, engine: Engine | None = None
+    label: str,
+    inputs: Inputs,
+    ruleset: RuleSet,
+    period: Period,
+    engine: Engine | None = None,
+    like: AllocationResult | None = None,
 ) -> Column:
     try:
-        return Column(label, _totals(quiet_allocate(inputs, ruleset, period, engine=engine)))
+        rerun = quiet_allocate(inputs, ruleset, period, engine=engine, like=like)
+        return Column(label, _totals(rerun))
     except InputError as exc:
         return Column(label, None, exc.one_line())
 
@@ -189,6 +206,7 @@ def within_period(
                 only_version(ruleset, old, base.period.start),
                 base.period,
                 engine,
+                base,
             ),
             _column(
                 f"Whole period under {new.id}",
@@ -196,6 +214,7 @@ def within_period(
                 only_version(ruleset, new, base.period.start),
                 base.period,
                 engine,
+                base,
             ),
         ]
         changes.append(
@@ -226,7 +245,7 @@ def previous_allocation(
     if not inside.any():
         return None
     try:
-        return quiet_allocate(inputs, ruleset, prev, engine=engine)
+        return quiet_allocate(inputs, ruleset, prev, engine=engine, like=base)
     except InputError:
         return None  # the previous period cannot be allocated at all: nothing to compare
 
@@ -270,6 +289,7 @@ def against_previous(
                     only_version(ruleset, current, prev.start),
                     prev,
                     engine,
+                    base,
                 ),
                 Column(f"{this_label} ({', '.join(new_ids)})", _totals(base)),
             ],
@@ -326,7 +346,10 @@ def pack_bridges(
     a previous period, or when a rule change cannot be restated (the previous-rule notice
     then says why)."""
     return bridges_between(
-        earlier, base, ruleset, lambda rules, p: quiet_allocate(inputs, rules, p, engine=engine)
+        earlier,
+        base,
+        ruleset,
+        lambda rules, p: quiet_allocate(inputs, rules, p, engine=engine, like=base),
     )
 
 

@@ -1016,6 +1016,58 @@ class RunFxClient(StoreModel, table=True):
     ledger_amount: int = Field(sa_type=BigInteger)
 
 
+class RunFxWorkload(StoreModel, table=True):
+    """A residual, excluded or unclassified workload's cost converted into ``currency``
+    (0032), as :class:`RunWorkload` keeps it in the ledger, beside its ledger amount."""
+
+    __tablename__ = "run_fx_workload"
+    __table_args__ = _table_args(Index("ix_run_fx_workload_run_currency", "run_id", "currency"))
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="run.id", max_length=36)
+    currency: str = Field(max_length=3)
+    frame: str = Field(max_length=16)
+    rule_id: str = Field(max_length=200)
+    class_: str = Field(sa_column_kwargs={"name": "class"}, max_length=32)
+    name: str = Field(sa_type=Text)
+    reason: str = Field(sa_type=Text)
+    amount: int = Field(sa_type=BigInteger)
+    ledger_amount: int = Field(sa_type=BigInteger)
+
+
+class RunFxUnattributed(StoreModel, table=True):
+    """The unattributed part of a pool in one window converted into ``currency`` (0032), as
+    :class:`RunUnattributed` keeps it in the ledger, beside its ledger amount."""
+
+    __tablename__ = "run_fx_unattributed"
+    __table_args__ = _table_args(Index("ix_run_fx_unattributed_run_currency", "run_id", "currency"))
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="run.id", max_length=36)
+    currency: str = Field(max_length=3)
+    rule_id: str = Field(max_length=200)
+    source: str = Field(sa_type=Text)
+    kind: str = Field(max_length=32)
+    cause: str = Field(sa_type=Text)
+    window_start: datetime = Field(sa_type=UTCDateTime)
+    window_end: datetime = Field(sa_type=UTCDateTime)
+    amount: int = Field(sa_type=BigInteger)
+    ledger_amount: int = Field(sa_type=BigInteger)
+
+
+class RunFxDay(StoreModel, table=True):
+    """A client's ledger amount on one UTC day of a run converted under the daily policy
+    (0032): a converted sheet lists it beside the day's rate, so its reader can redo the
+    conversion."""
+
+    __tablename__ = "run_fx_day"
+
+    run_id: str = Field(foreign_key="run.id", primary_key=True, max_length=36)
+    client: str = Field(primary_key=True, sa_type=Text)
+    day: date = Field(primary_key=True)
+    amount: int = Field(sa_type=BigInteger)
+
+
 class RunFxLine(StoreModel, table=True):
     """A run's line converted into ``currency`` (0030), beside its ledger amount: the lines
     of a client add up to its :class:`RunFxClient` amount."""

@@ -18,7 +18,7 @@ side, so the two cannot drift apart.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,7 @@ from tenantcost.report.changes import Column, RuleChange
 from tenantcost.report.confidence import UsageFigures
 from tenantcost.report.pack import PackFigures, pack_figures
 from tenantcost.result import AllocationResult
-from tenantcost.split import connect
+from tenantcost.split import DAY_LINE_COLUMNS, connect
 from tenantcost.store.billing import stored_billing_run
 from tenantcost.store.connection import result_frame
 from tenantcost.store.data import Store
@@ -43,6 +43,11 @@ from tenantcost.store.models import (
     Run,
     RunClientFigure,
     RunClientService,
+    RunFx,
+    RunFxDay,
+    RunFxLine,
+    RunFxUnattributed,
+    RunFxWorkload,
     RunInput,
     RunLine,
     RunPack,
@@ -114,14 +119,16 @@ def _changes_json(changes: list[RuleChange]) -> str:
     )  # fmt: skip
 
 
-def _workloads(result: AllocationResult) -> pd.DataFrame:
-    """Residual, exclusions and unclassified cost summed over the period per workload."""
+def workload_sums(result: AllocationResult, values: tuple[str, ...] = ("amount",)) -> pd.DataFrame:
+    """Residual, exclusions and unclassified cost summed over the period per workload (the
+    ``values`` columns: a converted result's ``ledger_amount`` too, :mod:`.run_fx`)."""
     parts = []
     for frame in Frame:
-        items = getattr(result, frame.value)[ITEM_COLUMNS].astype({"reason": object})
+        items = getattr(result, frame.value)
+        items = items[[*ITEM_COLUMNS, *values[1:]]].astype({"reason": object})
         items = items.assign(reason=items["reason"].fillna("")).astype(dict.fromkeys(
             WORKLOAD_KEYS, str))  # fmt: skip
-        summed = items.groupby(WORKLOAD_KEYS, sort=True, observed=True)["amount"].sum()
+        summed = items.groupby(WORKLOAD_KEYS, sort=True, observed=True)[list(values)].sum()
         parts.append(summed.reset_index().assign(frame=frame.value))
     return pd.concat(parts, ignore_index=True)
 
@@ -143,7 +150,32 @@ def record_run_tables(
         _insert(connection, RunPool, pools.assign(run_id=run_id))
     unattributed = result.unattributed[UNATTRIBUTED_COLUMNS]
     _insert(connection, RunUnattributed, unattributed.assign(run_id=run_id))
-    _insert(connection, RunWorkload, _workloads(result).assign(run_id=run_id))
+    _insert(connection, RunWorkload, workload_sums(result).assign(run_id=run_id))
+
+
+def record_converted_tables(
+    connection: Connection, run_id: str, converted: AllocationResult
+) -> None:
+    """Write what a conversion of the run keeps beside its lines and client totals (inside
+    the run's transaction, :func:`tenantcost.store.run_fx.record_conversions`): its workloads
+    and unattributed windows at the ledger tables' grain, each beside its ledger amount."""
+    currency = converted.currency
+    unattributed = converted.unattributed[[*UNATTRIBUTED_COLUMNS, "ledger_amount"]]
+    _insert(connection, RunFxUnattributed, unattributed.assign(run_id=run_id, currency=currency))
+    workloads = workload_sums(converted, ("amount", "ledger_amount"))
+    _insert(connection, RunFxWorkload, workloads.assign(run_id=run_id, currency=currency))
+
+
+def record_client_days(connection: Connection, run_id: str, ledger: AllocationResult) -> None:
+    """Each client's ledger amount per UTC day (``run_fx_day``), for a run converted under
+    the daily policy: the day lines summed per client and day, in SQL-sized bulk."""
+    days = ledger.line_days
+    if days is None or days.empty:
+        return
+    frame = days.assign(client=days["client"].astype(str), day=pd.to_datetime(days["day"]))
+    sums = frame.groupby(["client", "day"], sort=True)["amount"].sum().reset_index()
+    sums = sums.assign(day=sums["day"].dt.date, run_id=run_id)
+    _insert(connection, RunFxDay, sums[["run_id", "client", "day", "amount"]])
 
 
 def record_pack_figures(connection: Connection, run_id: str, figures: PackFigures) -> None:
@@ -306,6 +338,103 @@ def load_run(connection: Connection, run_id: str) -> StoredResult:
         invoice=json.loads(run.invoice) if run.invoice else None,
     )  # fmt: skip
     return StoredResult(run_id, str(run.month), result, ruleset, report.rules_origin)
+
+
+def _converted_frame(
+    connection: Connection, model: type[StoreModel], run_id: str, currency: str
+) -> pd.DataFrame:
+    t = table(model)
+    rows = connection.execute(select(t).where(t.c.run_id == run_id, t.c.currency == currency))
+    return result_frame(rows)
+
+
+LINE_KEYS = ["client", "rule_id", "source", "kind", "key"]
+
+
+def load_converted(connection: Connection, stored: StoredResult, currency: str) -> AllocationResult:
+    """The run of ``stored`` in ``currency`` as its conversion split it when it ran (frozen by
+    the close that issued it): every line, workload and unattributed window converted, each
+    beside its ``ledger_amount``, the cascade's totals, ``fx`` and ``ledger`` set, as
+    :func:`tenantcost.convert.convert_result` gives from the files. A run without that
+    conversion, or recorded before the store kept a conversion's workloads (0032), is one
+    ``error:`` line."""
+    from tenantcost.convert import reference_parts
+
+    ledger, run_id = stored.result, stored.run_id
+    fx = table(RunFx).c
+    found = {
+        str(c): (int(total), json.loads(document))
+        for c, total, document in connection.execute(
+            select(fx.currency, fx.reference_total, fx.document).where(fx.run_id == run_id)
+        ).all()
+    }  # the run's conversions, by currency (a few)
+    if currency not in found:
+        raise InputError(
+            f"run {run_id} of {stored.month} was not converted into {currency} (its "
+            f"conversions: {', '.join(sorted(found)) or 'none'}): a run converts into "
+            "presentation: and the catalog's client currencies",
+            where="--currency",
+        )
+    workloads = _converted_frame(connection, RunFxWorkload, run_id, currency)
+    ledger_items = [ledger.residual, ledger.exclusions, ledger.unclassified]
+    if workloads.empty and any(not f.empty for f in ledger_items):
+        raise InputError(
+            f"run {run_id} of {stored.month} was recorded before the store kept its "
+            f"conversions whole: run `tenantcost run --month {stored.month}` again (a closed "
+            "month: reopen it) to render it in another currency",
+            where="--currency",
+        )
+    lines = _converted_lines(ledger.lines, _converted_frame(connection, RunFxLine, run_id,
+                                                           currency))  # fmt: skip
+    workloads = workloads.rename(columns={"class_": "class"})
+    period = ledger.period
+    items = {f: _items(workloads, f, period).assign(ledger_amount=_items(
+        workloads.assign(amount=workloads["ledger_amount"]), f, period)["amount"])
+        for f in Frame}  # fmt: skip
+    unattributed = _converted_frame(connection, RunFxUnattributed, run_id, currency)
+    ledger_unattributed = unattributed["ledger_amount"].astype("int64").to_numpy()
+    unattributed = _unattributed(unattributed).assign(ledger_amount=ledger_unattributed)
+    reference_total, document = found[currency]
+    parts = reference_parts(ledger, reference_total)
+    if document.get("policy") == "daily":
+        ledger = replace(ledger, line_days=_client_days(connection, run_id))
+    return replace(
+        ledger,
+        currency=currency,
+        reference_total=reference_total,
+        cost_total=parts["cost"],
+        external_total=parts["external"],
+        billed_pool_total=parts["billed"],
+        lines=lines,
+        unattributed=unattributed,
+        residual=items[Frame.RESIDUAL],
+        exclusions=items[Frame.EXCLUSIONS],
+        unclassified=items[Frame.UNCLASSIFIED],
+        fx=document,
+        ledger=ledger,
+    )
+
+
+def _client_days(connection: Connection, run_id: str) -> pd.DataFrame:
+    """``run_fx_day`` as day lines of one line per client and day (the day's sum over the
+    client's lines: the key columns empty), what a converted sheet lists per day."""
+    days = _frame(connection, RunFxDay, run_id)
+    days = days.assign(rule_id="", source="", kind="", key="", day=pd.to_datetime(days["day"]))
+    return days[DAY_LINE_COLUMNS].astype({"client": str, "amount": "int64"})
+
+
+def _converted_lines(lines: pd.DataFrame, converted: pd.DataFrame) -> pd.DataFrame:
+    """The ledger's period lines with their converted ``amount`` and ``ledger_amount``."""
+    keys = lines[LINE_KEYS].astype(object).where(lines[LINE_KEYS].notna(), "").astype(str)
+    index = pd.MultiIndex.from_frame(keys)
+    by_key = converted.assign(key=converted["key"].fillna("")).set_index(LINE_KEYS)["amount"]
+    amounts = by_key.reindex(index)
+    if amounts.isna().any():
+        raise InputError(
+            "a converted run lacks some of its lines: run the month again", where="--currency"
+        )  # pragma: no cover - written in one transaction
+    return lines.assign(amount=amounts.astype("int64").to_numpy(),
+                        ledger_amount=lines["amount"].astype("int64"))  # fmt: skip
 
 
 def load_run_figures(connection: Connection, run_id: str) -> StoredResult:

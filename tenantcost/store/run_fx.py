@@ -41,6 +41,7 @@ from tenantcost.result import AllocationResult
 from tenantcost.store.connection import connected, result_frame
 from tenantcost.store.fx_rates import stored_rates
 from tenantcost.store.models import FxLoad, RunFx, RunFxClient, RunFxLine, table
+from tenantcost.store.report_figures import record_client_days, record_converted_tables
 
 
 def run_currencies(ruleset: RuleSet, clients: set[str] | None = None) -> list[str]:
@@ -105,8 +106,9 @@ def convert_run(
 def record_conversions(
     connection: Connection, run_id: str, converted: list[AllocationResult], load_id: int | None
 ) -> None:
-    """One ``run_fx`` row and the clients' ``run_fx_client`` rows per conversion (inside the
-    run's write transaction)."""
+    """One ``run_fx`` row, the clients' ``run_fx_client`` rows, the lines' ``run_fx_line``
+    rows and the rest of the converted cascade (``run_fx_workload``, ``run_fx_unattributed``)
+    per conversion (inside the run's write transaction)."""
     for result in converted:
         assert result.fx is not None and result.ledger is not None
         casc = cascade(result)
@@ -126,6 +128,10 @@ def record_conversions(
         if not lines.empty:
             rows = lines.assign(run_id=run_id, currency=result.currency)
             connection.execute(insert(table(RunFxLine)), rows.to_dict("records"))
+        record_converted_tables(connection, run_id, result)
+    daily = [r for r in converted if r.fx is not None and r.fx["policy"] == "daily"]
+    if daily and daily[0].ledger is not None:
+        record_client_days(connection, run_id, daily[0].ledger)
 
 
 LINE_COLUMNS = ["client", "rule_id", "source", "kind", "key"]

@@ -31,16 +31,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from sqlalchemy import Connection, Engine, Row, func, select
 
 from tenantcost.collect import CostInput
+from tenantcost.economics import div_half_even
 from tenantcost.errors import InputError
 from tenantcost.inputs import Inputs
 from tenantcost.report.changes import PackBridges
-from tenantcost.report.pack import ReportPack, assemble_pack
+from tenantcost.report.pack import PackFigures, ReportPack, assemble_pack
 from tenantcost.report.provenance import InputFile, Provenance, generation_time
 from tenantcost.report.statement import ClientRestatement, StatementKind, StatementNote
+from tenantcost.result import AllocationResult
 from tenantcost.split import connect
 from tenantcost.store.batches import withdrawn_before
 from tenantcost.store.cycle import statements
@@ -51,6 +54,7 @@ from tenantcost.store.month_state import issued_revision
 from tenantcost.store.report_figures import (
     StoredResult,
     compute_pack_figures,
+    load_converted,
     load_pack_figures,
     load_run,
 )
@@ -257,6 +261,7 @@ def load_statement(
     places: int | None = None,
     generated_at: datetime | None = None,
     data: DataDir | None = None,
+    currency: str | None = None,
 ) -> StoredStatement:
     """The report pack of ``month`` from the store: its latest issued revision by default
     (``revision``, ``run_id``, ``draft``: see :func:`choose_run`). Render it with
@@ -265,16 +270,23 @@ def load_statement(
 
     An issued run has its pack figures (``close`` records them); a run no close issued has
     not, and they are computed from the store's inputs (``data``), refused if those changed
-    since the run (the draft would not be that run's)."""
+    since the run (the draft would not be that run's).
+
+    ``currency`` (not the ledger's): the run as its conversion into it split it when it ran
+    (:func:`tenantcost.store.report_figures.load_converted`), see :func:`_converted_figures`."""
     with engine.connect() as connection:
         chosen = choose_run(connection, month, revision=revision, run_id=run_id, draft=draft)
         stored = load_run(connection, chosen.run_id)
         figures = load_pack_figures(connection, chosen.run_id)
         provenance = stored_provenance(connection, chosen.run_id, stored, generated_at)
-        if places is None:  # the decimals the close froze (the pages' too), else the rule's
+        converting = currency is not None and currency != stored.result.currency
+        if places is None and not converting:  # the decimals the close froze, else the rule's
             from tenantcost.store.display import run_places
 
             places = run_places(connection, chosen.run_id)
+        base = stored.result
+        if converting and currency is not None:
+            base = load_converted(connection, stored, currency)
     if figures is None:
         if data is None:
             raise InputError(
@@ -283,8 +295,11 @@ def load_statement(
             )
         figures = compute_pack_figures(Store(engine, data), stored)
     # the bridge against the previous month's latest issued revision (cached per run pair)
-    bridges = month_bridges(engine, month, chosen.run_id, stored.result.currency, data)
-    figures = replace(figures, bridges=_with_early_shown(engine, bridges))
+    if base is not stored.result:
+        figures = _converted_figures(figures, base, _converted_bridges(engine, month, base))
+    else:
+        bridges = month_bridges(engine, month, chosen.run_id, stored.result.currency, data)
+        figures = replace(figures, bridges=_with_early_shown(engine, bridges))
     inputs = Inputs(
         Path(stored.rules_origin),
         stored.ruleset,
@@ -294,10 +309,72 @@ def load_statement(
         connect(),
     )  # fmt: skip  (the rule set the run used; no input is read again)
     pack = assemble_pack(
-        inputs, stored.result, figures, provenance, clients, places,
+        inputs, base, figures, provenance, clients, places,
         command=reproduce(chosen), statement=chosen.note,
     )  # fmt: skip
     return StoredStatement(pack, chosen)
+
+
+def _converted_figures(
+    figures: PackFigures, base: AllocationResult, bridges: PackBridges | None
+) -> PackFigures:
+    """The pack's figures beside a converted run. Each client's total under the rule is its
+    converted lines' sum. Its totals under the other keys and in the change notices were
+    recorded in the ledger only: they are converted at the client's own rate of the month
+    (its converted total over its ledger total; the run's when its ledger total is 0),
+    rounded half to even. Under a policy with one rate a month that is the month's rate;
+    under ``daily`` it is the client's mean rate, weighted by its own costs."""
+    assert base.ledger is not None
+    lines = base.lines.assign(client=base.lines["client"].astype(str))
+    sums = lines.groupby("client", sort=True)[["amount", "ledger_amount"]].sum()
+    amounts = figures.amounts
+    converted = sums["amount"].reindex(amounts.index).fillna(0).astype("int64")
+    ledger = sums["ledger_amount"].reindex(amounts.index).fillna(0).astype("int64")
+    run_num, run_den = base.reference_total, base.ledger.reference_total or 1
+    num = converted.where(ledger != 0, run_num).astype(object)
+    den = ledger.where(ledger != 0, run_den).astype(object)
+
+    def convert(values: pd.Series) -> pd.Series:
+        rows = num.reindex(values.index).fillna(run_num)
+        cols = den.reindex(values.index).fillna(run_den)
+        exact = (values.astype("int64").astype(object) * rows).to_numpy()
+        cols_ = cols.to_numpy()
+        sign = np.where(cols_ < 0, -1, 1).astype(object)  # a credit's rate: the same ratio
+        return pd.Series(div_half_even(exact * sign, cols_ * sign), index=values.index,
+                         dtype="int64", name=values.name)  # fmt: skip
+
+    out = amounts.apply(convert).astype("int64")
+    out[RULE] = converted
+    changes = [
+        replace(
+            change,
+            columns=[
+                replace(c, amounts=None if c.amounts is None else convert(c.amounts))
+                for c in change.columns
+            ],
+        )
+        for change in figures.changes
+    ]  # fmt: skip  (a few notices of a few columns)
+    return replace(figures, amounts=out, changes=changes, bridges=bridges)
+
+
+def _converted_bridges(engine: Engine, month: str, base: AllocationResult) -> PackBridges | None:
+    """Every client's bridge from the previous month's latest issued revision, both months
+    as their runs converted them into ``base``'s currency (as ``report --currency`` bridges
+    two converted periods from the files); ``None`` when that revision has no such
+    conversion. A rule change between them is not restated: its part is ``rule``."""
+    from tenantcost.report.changes import bridges_between
+
+    previous = previous_issued(engine, month)
+    if previous is None:
+        return None
+    with engine.connect() as connection:
+        earlier = load_run(connection, previous.run_id)
+        try:
+            converted = load_converted(connection, earlier, base.currency)
+        except InputError:
+            return None
+    return bridges_between(converted, base, earlier.ruleset, None, previous.revision)
 
 
 def stored_pack(engine: Engine, month: str, **options: Any) -> ReportPack:
