@@ -276,10 +276,9 @@ def test_explain_in_another_currency_has_an_fx_part_and_adds_up(tmp_path, septem
     )
 
 
-def test_report_follows_presentation_and_from_db_refuses_a_currency(tmp_path: Path):
+def test_report_follows_presentation(tmp_path: Path):
     """``presentation: EUR`` shows the report pack in EUR too (the sheets carry the
-    conversion); a stored statement is shown as issued, so ``--from-db --currency`` is
-    refused in one line."""
+    conversion; ``report --from-db --currency``: tests/test_fx_store.py)."""
     done = runner.invoke(app, ["report", "--config", str(EXAMPLE / "rules.yaml"), "--out",
                                str(tmp_path / "pack"), "--format", "md"])  # fmt: skip
     assert done.exit_code == 0, done.output
@@ -287,11 +286,6 @@ def test_report_follows_presentation_and_from_db_refuses_a_currency(tmp_path: Pa
     assert "| **Total** | **138.63 EUR** |" in sheet
     assert "Your total in USD: **150.00 USD**" in sheet
     assert "examples/currency" not in sheet  # a client's view names no file
-    refused = cli("report", "--from-db", "--month", "2026-11", "--currency", "EUR", "--out",
-                  str(tmp_path / "db"), cwd=tmp_path)  # fmt: skip
-    assert refused.returncode == 2
-    assert refused.stderr.startswith("error: --currency with --from-db")
-    assert "Traceback" not in refused.stderr
 
 
 def test_a_parquet_rates_file_converts_as_its_csv(tmp_path: Path):

@@ -190,6 +190,14 @@ def test_a_client_page_shows_the_issued_conversion_and_its_ledger(tmp_path: Path
         assert "rates.csv" not in json.dumps(api)  # the manager's view names no file
         ledger = pages["manager"].get(f"/api/v1/clients/acme/months/{MONTH}?currency=USD")
         assert ledger.json()["converted"] is None
+        sheet = f"/api/v1/clients/acme/months/{MONTH}/sheet.html"
+        assert f'href="{sheet}?currency=EUR" id="sheet-link"' in manager.text  # as the figure
+        in_eur = pages["manager"].get(sheet, params={"currency": "EUR"})
+        assert in_eur.status_code == 200 and "Total for the period 138.63 EUR" in sheet_text(
+            in_eur.text)  # fmt: skip
+        assert "rates.csv" not in in_eur.text and "bravo" not in in_eur.text
+        assert "Total for the period 150.00 USD" in sheet_text(pages["manager"].get(sheet).text)
+        assert pages["manager"].get(sheet, params={"currency": "CHF"}).status_code == 404
         listed = pages["finance"].get("/api/v1/clients", params={"month": MONTH}).json()
         assert {i["id"]: i["budget_status"] for i in listed["items"]}["acme"] == "within"
         own = {i["id"]: i["converted"] for i in listed["items"]}  # each in its own currency
@@ -275,12 +283,23 @@ def test_revenue_in_each_clients_currency_meets_costs_at_the_months_rate(tmp_pat
                          "--currency", "GBP").stdout)  # fmt: skip
     bravo = next(h for h in shown if h["client"] == "bravo")
     assert bravo["amount"] == next(c["amount"] for c in gbp["clients"] if c["client"] == "bravo")
-    priced_in_eur(db, json.loads(cli(*args).stdout))
-    stored = json.loads(cli("unit-economics", "--from-db", "--month", MONTH, "--format", "json",
-                            *db).stdout)  # fmt: skip
-    assert stored["money"]["currency"] == "USD"
-    assert next(c for c in stored["clients"] if c["client"] == "acme")["revenue"] == in_usd[
+    files = json.loads(cli(*args).stdout)
+    priced_in_eur(db, files)
+    # from the store: presentation: EUR as the run converted it, each client in its own too,
+    # the figures of the files; --currency USD is the ledger's
+    from_db = ["unit-economics", "--from-db", "--month", MONTH, "--format", "json", *db]
+    stored = json.loads(cli(*from_db).stdout)
+    assert stored["money"]["currency"] == "EUR"
+    picked = ["client", "cost", "all_in_cost", "revenue", "margin", "own"]
+    assert [{k: c[k] for k in picked} for c in stored["clients"]] == [
+        {k: c[k] for k in picked} for c in files["clients"]
+    ]
+    ledger = json.loads(cli(*from_db, "--currency", "USD").stdout)
+    assert ledger["money"]["currency"] == "USD"
+    assert next(c for c in ledger["clients"] if c["client"] == "acme")["revenue"] == in_usd[
         "acme"][0]  # fmt: skip
+    refused = cli(*from_db, "--currency", "JPY", code=2)
+    assert "was not converted into JPY (its conversions: EUR, GBP)" in refused.stderr
 
 
 def test_a_budget_in_the_clients_currency_is_watched_at_the_months_rates(tmp_path: Path):
@@ -426,9 +445,10 @@ def test_a_client_currency_the_rates_cannot_reach_never_stops_the_month(tmp_path
     assert "(latest run, inputs unchanged)" in closed
 
 
-def sheet_text(path: Path) -> str:
-    """A sheet's visible text, one space between words."""
-    page = re.sub(r"<(style|svg)\b.*?</\1>", " ", path.read_text(), flags=re.S)
+def sheet_text(path: Path | str) -> str:
+    """A sheet's visible text (from its file, or its HTML), one space between words."""
+    html = path.read_text() if isinstance(path, Path) else path
+    page = re.sub(r"<(style|svg)\b.*?</\1>", " ", html, flags=re.S)
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
 
 

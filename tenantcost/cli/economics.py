@@ -30,8 +30,7 @@ if TYPE_CHECKING:
 
     from tenantcost.catalog import Catalog
     from tenantcost.config.rules import RuleSet
-    from tenantcost.economics import GroupBy, Policy
-    from tenantcost.result import AllocationResult
+    from tenantcost.economics import GroupBy, MonthCosts, Policy
     from tenantcost.usage_source import UsageSource
     from tenantcost.windows import Period
 
@@ -135,11 +134,22 @@ def unit_economics(options: RunOptions, catalog_path: Path, choices: Choices) ->
         ruleset = run.inputs.ruleset
         catalog = read_catalog(catalog_path, ruleset.currency)
         shown = run.shown_currency  # clients with their own currency: their figures in it too
-        own = set(catalog.frame["currency"].astype("str")) - {shown, ""}
-        allocation = run.allocate(days=bool(own))  # in --currency (or presentation:), exact
+        own_codes = set(catalog.frame["currency"].astype("str")) - {shown, ""}
+        allocation = run.allocate(days=bool(own_codes))  # in --currency or presentation:
         assert run.period is not None  # --month was given
         requests = usage_requests(run.inputs.usage, run.period, run.inputs.con)
-    _finish(options, choices, ruleset, allocation.result, catalog, requests, None)
+    from tenantcost.economics import month_costs
+    from tenantcost.presentation import present
+    from tenantcost.windows import Period
+
+    result = allocation.result
+    month = Period.month(options.month or "")
+    ledger = result.ledger or result
+    own: dict[str, MonthCosts | None] = {
+        code: month_costs(present(ledger, ruleset, code), month, requests)
+        for code in sorted(own_codes)
+    }  # one conversion per currency, exact
+    _finish(options, choices, ruleset, month_costs(result, month, requests), catalog, None, own)
 
 
 def unit_economics_from_db(
@@ -151,11 +161,12 @@ def unit_economics_from_db(
     """From the store: the month's latest recorded run (its allocation and rules, as
     recorded), the store's catalog (or ``--catalog``), requests from the stored usage."""
     from tenantcost.catalog import read_catalog
+    from tenantcost.economics import month_costs
     from tenantcost.split import connect
     from tenantcost.store.catalog import stored_catalog
     from tenantcost.store.data import DataDir, Store
     from tenantcost.store.report_figures import load_run_figures
-    from tenantcost.store.run_fx import store_rates
+    from tenantcost.store.run_fx import converted_month_costs, store_rates
     from tenantcost.store.schema import current_store
     from tenantcost.store.settings import resolve_settings
     from tenantcost.store.stored import stored_usage
@@ -171,52 +182,87 @@ def unit_economics_from_db(
     resolved = resolve_settings(*where)
     with current_store(resolved) as engine:
         with engine.connect() as connection:
-            figures = load_run_figures(connection, latest_run(connection, options.month))
-            rates = store_rates(connection, figures.ruleset)
+            run_id = latest_run(connection, options.month)
+            figures = load_run_figures(connection, run_id)
         currency = figures.result.currency
-        if options.currency and options.currency.strip().upper() != currency:
-            raise InputError(
-                f"--currency with --from-db: the stored run's costs are priced in its ledger "
-                f"currency {currency} (the catalog's revenue is converted into it); for "
-                "another currency run unit-economics from the files (--config)"
-            )
         catalog = read_catalog(catalog_path, currency) if catalog_path else stored_catalog(engine)
         con = connect()
         usage = stored_usage(Store(engine, DataDir(resolved.require_data())), period, con)
         requests = usage_requests(usage, period, con)
-    _finish(options, choices, figures.ruleset, figures.result, catalog, requests,
-            (rates.table, rates.source))  # fmt: skip
+        with engine.connect() as connection:
+            rates = store_rates(connection, figures.ruleset)
+            ledger = month_costs(figures.result, period, requests)
+            shown = _stored_currency(connection, run_id, figures.ruleset, options.currency)
+            codes = set(catalog.frame["currency"].astype("str")) | {shown}
+            converted = {code: converted_month_costs(connection, run_id, code, ledger)
+                         for code in sorted(codes - {"", ledger.currency})}  # fmt: skip
+    in_shown = ledger if shown == ledger.currency else converted[shown]
+    assert in_shown is not None  # _stored_currency checked it
+    own: dict[str, MonthCosts | None] = {
+        code: costs for code, costs in converted.items() if code != shown
+    }
+    _finish(options, choices, figures.ruleset, in_shown, catalog, (rates.table, rates.source),
+            own)  # fmt: skip
+
+
+def _stored_currency(
+    connection: Connection, run_id: str, ruleset: RuleSet, asked: str | None
+) -> str:
+    """The currency ``unit-economics --from-db`` prices the stored run in: ``--currency``,
+    else ``presentation:`` when the run converted into it, else the ledger's. A currency the
+    run did not convert into is one line naming those it did."""
+    from tenantcost.presentation import presentation_currency
+    from tenantcost.store.run_fx import run_conversions
+
+    recorded = run_conversions(connection, run_id)
+    if not asked:
+        wanted = ruleset.presentation
+        return wanted if wanted in recorded else ruleset.currency
+    shown = presentation_currency(ruleset, asked)
+    if shown != ruleset.currency and shown not in recorded:
+        raise InputError(
+            f"the month's run was not converted into {shown} (its conversions: "
+            f"{', '.join(sorted(recorded)) or 'none'}): a run converts into presentation: and "
+            "the catalog's client currencies",
+            where="--currency",
+        )
+    return shown
 
 
 def own_currency_figures(
     economics: Any,
-    result: AllocationResult,
     ruleset: RuleSet,
     catalog: Catalog,
-    requests: pd.DataFrame | None,
+    own: dict[str, MonthCosts | None],
+    rates: tuple[pd.DataFrame, str] | None,
 ) -> pd.DataFrame:
     """``economics.clients`` with ``own_cost, own_all_in_cost, own_margin, own_margin_pct``:
     each client's figures in its own currency (the catalog's), as unit economics computed
-    in that currency gives them: the month converted into it exactly
-    (:func:`tenantcost.presentation.present`), revenue in it, the residual shared the same
-    way. One computation per currency, not per client."""
-    from tenantcost.economics import compute, month_costs
-    from tenantcost.presentation import present, revenue_rates
+    in that currency gives them: ``own[code]``, the month converted into it exactly (from
+    the files, :func:`tenantcost.presentation.present`; from the store, as the run converted
+    it), revenue in it, the residual shared the same way. One computation per currency, not
+    per client. A currency ``own`` has no costs in (a run that could not convert into it)
+    leaves its clients' own figures empty."""
+    from tenantcost.economics import compute
+    from tenantcost.presentation import revenue_rates
 
     clients = economics.clients
     shown = economics.costs.currency
-    own = clients["currency"].astype("str").where(clients["currency"] != "", shown)
+    codes = clients["currency"].astype("str").where(clients["currency"] != "", shown)
     columns = {"cost": "own_cost", "all_in_cost": "own_all_in_cost", "margin": "own_margin",
                "margin_pct": "own_margin_pct"}  # fmt: skip
     out = clients.assign(**{new: clients[old] for old, new in columns.items()})
-    ledger = result.ledger or result
     month = economics.costs.month
-    for code in sorted(set(own) - {shown}):  # a few currencies
-        converted = present(ledger, ruleset, code)
-        revenue = revenue_rates(catalog.frame, ruleset, code, month)
-        in_code = compute(month_costs(converted, month, requests), revenue, economics.policy)
+    for code in sorted(set(codes) - {shown}):  # a few currencies
+        mine = (codes == code).to_numpy()
+        costs = own.get(code)
+        if costs is None:
+            out[list(columns.values())] = out[list(columns.values())].astype("float64")
+            out.loc[mine, list(columns.values())] = float("nan")
+            continue
+        revenue = revenue_rates(catalog.frame, ruleset, code, month, rates)
+        in_code = compute(costs, revenue, economics.policy)
         figures = in_code.clients.set_index("client")[list(columns)].rename(columns=columns)
-        mine = (own == code).to_numpy()
         picked = figures.reindex(out.loc[mine, "client"]).to_numpy()
         out.loc[mine, list(columns.values())] = picked
     return out
@@ -241,30 +287,26 @@ def _finish(
     options: RunOptions,
     choices: Choices,
     ruleset: RuleSet,
-    result: AllocationResult,
+    costs: MonthCosts,
     catalog: Catalog,
-    requests: pd.DataFrame | None,
     rates: tuple[pd.DataFrame, str] | None,
+    own: dict[str, MonthCosts | None],
 ) -> None:
     """Compute, project, print; write the files with ``--out``. Revenue in a client's own
     currency is converted into the costs' at the month's rate (``rates``: the store's; None:
-    the rule file's), :func:`tenantcost.presentation.revenue_rates`. With ``--out DIR --format
-    html`` the page is written to the folder only (stdout names the file): a page printed to
-    a terminal after writing it is noise."""
-    from tenantcost.economics import compute, month_costs, project
+    the rule file's), :func:`tenantcost.presentation.revenue_rates`; each client is also
+    shown in its own currency from ``own`` (:func:`own_currency_figures`). With ``--out DIR
+    --format html`` the page is written to the folder only (stdout names the file): a page
+    printed to a terminal after writing it is noise."""
+    from tenantcost.economics import compute, project
     from tenantcost.presentation import revenue_rates
     from tenantcost.report import economics_page as page
-    from tenantcost.windows import Period
     from tenantcost.writers import economics as writer
 
-    assert options.month is not None
-    month = Period.month(options.month)
-    costs = month_costs(result, month, requests)
     policy = pricing_policy(ruleset, choices.target_text, choices.by)
-    revenue = revenue_rates(catalog.frame, ruleset, result.currency, month, rates)
+    revenue = revenue_rates(catalog.frame, ruleset, costs.currency, costs.month, rates)
     economics = compute(costs, revenue, policy)
-    if rates is None:  # from the files: each client also in its own currency
-        economics.clients = own_currency_figures(economics, result, ruleset, catalog, requests)
+    economics.clients = own_currency_figures(economics, ruleset, catalog, own, rates)
     economics.projection = project(economics, choices.as_of)
     writer.warn_partial(economics)
     page_to_folder = options.out is not None and choices.fmt == "html"

@@ -257,7 +257,12 @@ SheetViewParam = Annotated[
 
 
 def _sheet(
-    request: Request, month: str, access: ClientAccess, fmt: str, view: SheetView
+    request: Request,
+    month: str,
+    access: ClientAccess,
+    fmt: str,
+    view: SheetView,
+    currency: str | None = None,
 ) -> Response:
     from tenantcost.service.sheets import render_sheet
 
@@ -274,7 +279,7 @@ def _sheet(
     with store_refusals():
         store = request.app.state.store
         data = store.data if store is not None else None
-        return render_sheet(engine, source, access.client, fmt, data, view)
+        return render_sheet(engine, source, access.client, fmt, data, view, currency)
 
 
 @router.get(
@@ -284,9 +289,16 @@ def _sheet(
     summary="The client's cost sheet, HTML",
 )
 def sheet_html(
-    request: Request, month: Month, access: ClientAccessDep, view: SheetViewParam = SheetView.CLIENT
+    request: Request,
+    month: Month,
+    access: ClientAccessDep,
+    view: SheetViewParam = SheetView.CLIENT,
+    currency: CurrencyCode | None = None,
 ) -> Response:
-    return _sheet(request, month, access, "html", view)
+    """``?currency=``: the sheet as the month's run converted it into that currency, the
+    rates frozen with its revision (docs/currency.md); default: as issued, in the ledger
+    currency. A currency the run did not convert into is a 404."""
+    return _sheet(request, month, access, "html", view, currency)
 
 
 @router.get(
@@ -296,9 +308,13 @@ def sheet_html(
     summary="The client's cost sheet, PDF",
 )
 def sheet_pdf(
-    request: Request, month: Month, access: ClientAccessDep, view: SheetViewParam = SheetView.CLIENT
+    request: Request,
+    month: Month,
+    access: ClientAccessDep,
+    view: SheetViewParam = SheetView.CLIENT,
+    currency: CurrencyCode | None = None,
 ) -> Response:
-    return _sheet(request, month, access, "pdf", view)
+    return _sheet(request, month, access, "pdf", view, currency)
 
 
 @router.get(
@@ -308,9 +324,13 @@ def sheet_pdf(
     summary="The client's cost sheet, Markdown",
 )
 def sheet_md(
-    request: Request, month: Month, access: ClientAccessDep, view: SheetViewParam = SheetView.CLIENT
+    request: Request,
+    month: Month,
+    access: ClientAccessDep,
+    view: SheetViewParam = SheetView.CLIENT,
+    currency: CurrencyCode | None = None,
 ) -> Response:
-    return _sheet(request, month, access, "md", view)
+    return _sheet(request, month, access, "md", view, currency)
 
 
 @router.get(

@@ -271,8 +271,11 @@ def client_view(
         places = figure_places(rows[at])
         figure, notices = _figure(rows[at], places), _notices(rows, at, places)
     base = api_client_path(client, "months", chosen, "sheet")
-    internal = "?view=" + SheetView.INTERNAL
-    sheet = SheetLinks(f"{base}.html", f"{base}.pdf", f"{base}.md",
+    # a figure shown converted links to its sheet in the same currency, as the run converted it
+    converted = at is not None and rows[at].ledger is not None
+    query = f"?currency={rows[at].currency}" if converted and at is not None else ""
+    internal = (query + "&" if query else "?") + "view=" + SheetView.INTERNAL
+    sheet = SheetLinks(f"{base}.html{query}", f"{base}.pdf{query}", f"{base}.md{query}",
                        SheetLinks(f"{base}.html{internal}", f"{base}.pdf{internal}",
                                   f"{base}.md{internal}") if internal_sheet else None)  # fmt: skip
     history = [

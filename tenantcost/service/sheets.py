@@ -109,10 +109,19 @@ def store_key(engine: Engine, source: MonthSource) -> RenderKey | None:
 
 
 def sheet_body(
-    engine: Engine, source: MonthSource, client: str, fmt: str, data: DataDir | None = None
+    engine: Engine,
+    source: MonthSource,
+    client: str,
+    fmt: str,
+    data: DataDir | None = None,
+    currency: str | None = None,
 ) -> bytes:
     """The client sheet's bytes: this process's cache, else the store's, else rendered (and
-    kept in both when the revision is issued)."""
+    kept in both when the revision is issued). In another ``currency`` than the ledger's
+    (:func:`sheet_currency`), kept in this process only: the store keeps what the client
+    was issued, and the background rendering prepares that."""
+    if currency is not None:
+        return _converted_body(engine, source, client, fmt, data, currency)
     stored = store_key(engine, source)
     version = stored.version if stored is not None else ""
     key = (f"{source.run_id}/{source.revision}{_compared(engine, source)}/{version}", client, fmt)
@@ -128,6 +137,47 @@ def sheet_body(
     return body
 
 
+def _converted_body(
+    engine: Engine,
+    source: MonthSource,
+    client: str,
+    fmt: str,
+    data: DataDir | None,
+    currency: str,
+) -> bytes:
+    stored = store_key(engine, source)
+    version = stored.version if stored is not None else ""
+    key = (f"{source.run_id}/{source.revision}{_compared(engine, source)}/{version}/{currency}",
+           client, fmt)  # fmt: skip
+    body = _cached(key) if stored is not None else None
+    if body is None:
+        body = _render(engine, source, client, fmt, data, SheetView.CLIENT, currency)
+        if stored is not None:
+            _remember(key, body)
+    return body
+
+
+def sheet_currency(engine: Engine, source: MonthSource, asked: str | None) -> str | None:
+    """The currency a sheet of ``source``'s run is rendered in for ``?currency=asked``:
+    ``None`` for the ledger's (as issued), ``asked`` when the run recorded a conversion into
+    it; else no such sheet (404). Two indexed queries."""
+    if asked is None:
+        return None
+    from sqlalchemy import select
+
+    from tenantcost.store.models import Run, table
+    from tenantcost.store.run_fx import run_conversions
+
+    with engine.connect() as connection:
+        run = table(Run).c
+        ledger = connection.execute(select(run.currency).where(run.id == source.run_id)).scalar()
+        if asked == ledger:
+            return None
+        if asked not in run_conversions(connection, source.run_id):
+            raise not_found()
+    return asked
+
+
 def render_sheet(
     engine: Engine,
     source: MonthSource,
@@ -135,16 +185,19 @@ def render_sheet(
     fmt: str,
     data: DataDir | None = None,
     view: SheetView = SheetView.CLIENT,
+    currency: str | None = None,
 ) -> Response:
     """The sheet of ``client`` from the run ``source`` names, as an HTTP response: the
     client view kept and cached, the internal view rendered now (the caller checked that
-    the principal may read it)."""
+    the principal may read it); in ``currency`` as the run converted it (:func:`sheet_currency`)."""
+    shown = sheet_currency(engine, source, currency)
     if view.internal:
-        body = _render(engine, source, client, fmt, data, view)
+        body = _render(engine, source, client, fmt, data, view, shown)
     else:
-        body = sheet_body(engine, source, client, fmt, data)
+        body = sheet_body(engine, source, client, fmt, data, shown)
     disposition = Disposition.INLINE if fmt == "html" else Disposition.ATTACHMENT
-    name = f"{source.month}-{client}{'-internal' if view.internal else ''}.{fmt}"
+    suffix = ("-internal" if view.internal else "") + (f"-{shown}" if shown else "")
+    name = f"{source.month}-{client}{suffix}.{fmt}"
     return Response(
         body,
         media_type=MEDIA_TYPES[fmt],
@@ -188,20 +241,24 @@ def _compared(engine: Engine, source: MonthSource) -> str:
     return "" if previous is None else f"/vs {previous.run_id}"
 
 
-def _pack_key(engine: Engine, source: MonthSource) -> str:
+def _pack_key(engine: Engine, source: MonthSource, currency: str | None = None) -> str:
+    shown = f"/in {currency}" if currency else ""
     if source.status is not FigureStatus.DRAFT:
-        return f"{source.run_id}/revision {source.revision}{_compared(engine, source)}"
+        return f"{source.run_id}/revision {source.revision}{_compared(engine, source)}{shown}"
     from tenantcost.store.cycle import issued_revision
 
     # A draft's sheet names the month's latest issued revision: part of what it shows.
     after = issued_revision(engine, source.month)
-    return f"{source.run_id}/draft after {after}{_compared(engine, source)}"
+    return f"{source.run_id}/draft after {after}{_compared(engine, source)}{shown}"
 
 
-def _loaded(engine: Engine, source: MonthSource, data: DataDir | None) -> _Loaded:
+def _loaded(
+    engine: Engine, source: MonthSource, data: DataDir | None, currency: str | None = None
+) -> _Loaded:
     """The pack of every client of the run (loaded once per process and kept: loading is
-    seconds for 10,000 clients, a sheet from it a few milliseconds)."""
-    key = _pack_key(engine, source)
+    seconds for 10,000 clients, a sheet from it a few milliseconds), in ``currency`` (None:
+    the ledger's) as the run converted it."""
+    key = _pack_key(engine, source, currency)
     with _lock:
         loading = _pack_locks.setdefault(key, threading.Lock())
     with loading:  # one load per key; concurrent requests for it wait for that one
@@ -210,7 +267,7 @@ def _loaded(engine: Engine, source: MonthSource, data: DataDir | None) -> _Loade
             if found is not None:
                 _packs.move_to_end(key)
                 return found
-        loaded = _load(engine, source, data)
+        loaded = _load(engine, source, data, currency)
         with _lock:
             _packs[key] = loaded
             while len(_packs) > PACKS_KEPT:
@@ -224,15 +281,19 @@ def prepare_pack(engine: Engine, source: MonthSource, data: DataDir | None) -> N
     _loaded(engine, source, data)
 
 
-def _load(engine: Engine, source: MonthSource, data: DataDir | None) -> _Loaded:
+def _load(
+    engine: Engine, source: MonthSource, data: DataDir | None, currency: str | None = None
+) -> _Loaded:
     from tenantcost.report.sheet import prepare
     from tenantcost.store.catalog import all_names
     from tenantcost.store.stored_run import load_statement
 
     if source.status is FigureStatus.DRAFT:  # the run itself, marked as a draft
-        loaded = load_statement(engine, source.month, run_id=source.run_id, data=data)
+        loaded = load_statement(engine, source.month, run_id=source.run_id, data=data,
+                                currency=currency)  # fmt: skip
     else:  # the revision exactly as issued (a restated one says what changed)
-        loaded = load_statement(engine, source.month, revision=source.revision, data=data)
+        loaded = load_statement(engine, source.month, revision=source.revision, data=data,
+                                currency=currency)  # fmt: skip
     return _Loaded(loaded.pack, prepare(loaded.pack, all_names(engine)))
 
 
@@ -250,12 +311,13 @@ def _render(
     fmt: str,
     data: DataDir | None,
     view: SheetView,
+    currency: str | None = None,
 ) -> bytes:
     """One sheet, through the report pack's sheet builder and templates, titled with the
     client's catalog name."""
     from tenantcost.store.catalog import names_of
 
-    loaded = _loaded(engine, source, data)
+    loaded = _loaded(engine, source, data, currency)
     if client not in loaded.pack.clients:  # e.g. a client the restated run no longer has
         raise not_found()
     name = names_of(engine, [client]).get(client, "")

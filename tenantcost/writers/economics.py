@@ -157,7 +157,7 @@ def _client_documents(economics: Economics) -> list[dict[str, Any]]:
     by_client = _cut(records, clients["client"].astype(str).to_numpy())
     for client, docs in by_client.items():  # attach each client's unit costs (dict lookups)
         docs[0]["unit_costs"] = units.get(client, [])
-    # each client in its own currency too (from the files: --from-db has its ledger only)
+    # each client in its own currency too
     own = (
         _own_documents(clients, economics.costs.currency)
         if "own_cost" in clients
@@ -170,7 +170,8 @@ def _client_documents(economics: Economics) -> list[dict[str, Any]]:
 
 def _own_documents(clients: pd.DataFrame, currency: str) -> list[dict[str, Any] | None]:
     """Each client's ``own`` object: its figures in its own currency (``None`` when that is
-    the document's): ``{currency, cost, all_in_cost, revenue, margin, margin_pct}``."""
+    the document's, or a stored run holds no conversion into it):
+    ``{currency, cost, all_in_cost, revenue, margin, margin_pct}``."""
     codes = _revenue_currency(clients, currency)
     has = clients["has_revenue"]
     values = {
@@ -180,9 +181,10 @@ def _own_documents(clients: pd.DataFrame, currency: str) -> list[dict[str, Any] 
         "margin": _ints(clients["own_margin"], has),
         "margin_pct": _floats(clients["own_margin_pct"].where(has)),
     }
+    missing = clients["own_cost"].isna().tolist()  # a currency the stored run lacks
     out: list[dict[str, Any] | None] = []
     for i, code in enumerate(codes.tolist()):  # one small dict per client: the JSON's shape
-        out.append(None if code == currency else
+        out.append(None if code == currency or missing[i] else
                    {"currency": code, **{k: v[i] for k, v in values.items()}})  # fmt: skip
     return out
 
