@@ -300,6 +300,15 @@ def test_revenue_in_each_clients_currency_meets_costs_at_the_months_rate(tmp_pat
         "acme"][0]  # fmt: skip
     refused = cli(*from_db, "--currency", "JPY", code=2)
     assert "was not converted into JPY (its conversions: EUR, GBP)" in refused.stderr
+    # next month's budget plan: each client in its own currency, from its issued figure there
+    plan = tmp_path / "plan.csv"
+    cli("budget", "plan", "--month", "2026-12", "--format", "csv", "--out", str(plan), *db)
+    planned = pd.read_csv(plan).set_index("client")
+    own_amounts = {h["client"]: (h["amount"], h["currency"]) for h in shown}
+    for client, (amount, currency) in own_amounts.items():
+        assert planned.loc[client, "currency"] == currency
+        assert round(planned.loc[client, "expected"] * 1_000_000) == amount  # fallback: last
+    assert "version 1" in cli("budget", "load", str(plan), "--month", "2026-12", *db).stdout
 
 
 def test_a_budget_in_the_clients_currency_is_watched_at_the_months_rates(tmp_path: Path):

@@ -72,7 +72,8 @@ def budget_plan_command(
     settings: SettingsOpt = None,
 ) -> None:
     """Propose each client's low, expected and high budget for a month from its amounts in
-    the last issued months (method: docs/budgets.md)."""
+    the last issued months (method: docs/budgets.md); a client with its own currency in the
+    catalog in it, as the issued runs converted its months."""
     from tenantcost.budget import parse_growth, plan_budgets
     from tenantcost.cli.run import check_format
     from tenantcost.errors import warn
@@ -90,10 +91,17 @@ def budget_plan_command(
         currency = store_currency(connection)
         months = budgets.issued_months(connection, month, history)
         frame = budgets.issued_history(connection, months)
+        frame, left = budgets.own_currency_history(connection, frame, months, currency)
         clients = budgets.catalog_clients(connection)
     if not months:
         warn(f"no month before {month} is issued (closed) yet: every client is no_history")
+    if left:
+        warn(f"{len(left)} client(s) planned in {currency}, not in their own currency: a month "
+             f"of their history was issued without a conversion into it ({', '.join(left[:5])}"
+             f"{', ...' if len(left) > 5 else ''})")  # fmt: skip
     plan = plan_budgets(frame, clients, rates)
+    own = frame.drop_duplicates("client").set_index("client")["currency"]
+    plan["currency"] = plan["client"].map(own).fillna("").astype(str)
     if fmt == "json":
         rendered = writer.plan_json(plan, month, currency, history, months, rates)
     elif fmt == "csv":

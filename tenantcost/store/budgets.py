@@ -176,6 +176,59 @@ def issued_history(bind: Engine | Connection, months: list[str]) -> pd.DataFrame
     return frame.astype({"client": "str", "month": "str", "amount": "int64"})
 
 
+def own_currency_history(
+    bind: Engine | Connection, history: pd.DataFrame, months: list[str], ledger: str
+) -> tuple[pd.DataFrame, list[str]]:
+    """``history`` (:func:`issued_history`) with ``currency``: a client whose own currency in
+    the store's catalog is not the ledger's has its amounts in it, as each issued revision's
+    run converted them (``run_fx_client``), when every month of its history has that
+    conversion (``""``: the ledger's). Also the clients left in the ledger, some month's run
+    not converted into their currency: one history is never in two currencies. One query."""
+    from tenantcost.store.models import CatalogClient, CatalogLoad, RunFxClient
+
+    out = history.assign(currency="")
+    s, fx = table(Statement).c, table(RunFxClient).c
+    load, client = table(CatalogLoad).c, table(CatalogClient).c
+    latest = (
+        select(s.month, s.client, func.max(s.revision).label("revision"))
+        .where(s.month.in_(months))
+        .group_by(s.month, s.client)
+        .subquery()
+    )
+    catalog = select(func.max(load.id)).scalar_subquery()
+    query = (
+        select(s.client, s.month, fx.amount, fx.currency)
+        .join(latest, (latest.c.month == s.month) & (latest.c.client == s.client)
+              & (latest.c.revision == s.revision))
+        .join(table(RunFxClient), (fx.run_id == s.run_id) & (fx.client == s.client))
+        .join(table(CatalogClient), (client.client == s.client)
+              & (client.currency == fx.currency))
+        .where(client.load_id == catalog, client.currency != ledger)
+    )  # fmt: skip
+    with connected(bind) as connection:
+        own = result_frame(connection.execute(query), ["client", "month", "amount", "currency"])
+        wanted = (
+            connection.execute(
+                select(client.client).where(
+                    client.load_id == catalog, client.currency != "", client.currency != ledger
+                )
+            )
+            .scalars()
+            .all()
+        )
+    if not wanted:
+        return out, []
+    own = own.astype({"client": "str", "month": "str", "amount": "int64", "currency": "str"})
+    had = history.groupby("client")["month"].size()
+    got = own.groupby("client")["month"].size()
+    whole = [c for c in got.index if got[c] == had.get(c, -1)]
+    left = sorted(c for c in {str(w) for w in wanted} if c in had.index and c not in whole)
+    keep = out.loc[~out["client"].isin(whole)]
+    return pd.concat([keep, own.loc[own["client"].isin(whole)]], ignore_index=True).sort_values(
+        ["client", "month"], kind="stable"
+    ).reset_index(drop=True), left
+
+
 def catalog_clients(bind: Engine | Connection) -> list[str]:
     """The clients of the store's catalog (its latest load; none without one): ``budget
     plan`` lists those without history as ``no_history``."""

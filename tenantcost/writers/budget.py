@@ -68,8 +68,13 @@ def document(
     for column in AMOUNTS:
         clients[column] = plan[column].astype(object).where(plan[column].notna(), None)
     records = clients.astype(object).where(clients.notna(), None).to_dict("records")
+    own = _own(plan)
     for record in records:  # numpy ints to Python ints for json (one pass over the records)
         record["months"] = int(record["months"])
+        if own:
+            record["currency"] = record["currency"] or currency
+        else:
+            record.pop("currency", None)
     return {
         "month": month,
         "money": money_header(currency),
@@ -83,14 +88,22 @@ def plan_json(*args: Any) -> str:
     return json.dumps(document(*args), indent=2, ensure_ascii=False) + "\n"
 
 
+def _own(plan: pd.DataFrame) -> bool:
+    """Whether some client is planned in its own currency (``currency`` not empty)."""
+    return "currency" in plan and bool((plan["currency"] != "").any())
+
+
 def plan_csv(plan: pd.DataFrame) -> str:
-    """``client, low, expected, high, method``: what ``budget load`` reads back unchanged."""
+    """``client, low, expected, high, method`` (and ``currency`` when a client is planned in
+    its own): what ``budget load`` reads back unchanged."""
     out = pd.DataFrame({"client": plan["client"]})
     for column in ("low", "expected", "high"):
         present = plan[column].notna()
         text = micros_to_decimal_strings(plan[column].fillna(0).astype("int64"))
         out[column] = text.where(present, "")
     out["method"] = plan["method"]
+    if _own(plan):  # a band in a client's own currency: budget load reads the column
+        out["currency"] = plan["currency"]
     buffer = io.StringIO()
     safe = neutralised(out, decimals=("low", "expected", "high"))
     safe.to_csv(buffer, index=False, lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
@@ -99,7 +112,8 @@ def plan_csv(plan: pd.DataFrame) -> str:
 
 def plan_table(plan: pd.DataFrame, month: str, currency: str, months: list[str]) -> str:
     """A terminal table: every amount with its six decimals (nothing rounded away)."""
-    head = (f"budget plan for {month} in {currency}, from issued months "
+    noted = " (or the row's currency)" if _own(plan) else ""
+    head = (f"budget plan for {month} in {currency}{noted}, from issued months "
             f"{', '.join(months) or '(none)'}")  # fmt: skip
     if plan.empty:
         return f"{head}\n(no clients)\n"
@@ -109,6 +123,9 @@ def plan_table(plan: pd.DataFrame, month: str, currency: str, months: list[str])
                             shown["last"], g, s, shown["low"], shown["expected"],
                             shown["high"]]).tolist()  # fmt: skip
     header = ["client", "method", "months", "last", "g", "s", "low", "expected", "high"]
+    if _own(plan):  # a client planned in its own currency says which
+        rows = [[*r, c or currency] for r, c in zip(rows, plan["currency"], strict=True)]
+        header.append("currency")
     return f"{head}\n{render_table(header, rows, {2, 3, 4, 5, 6, 7, 8})}\n"
 
 
