@@ -358,9 +358,10 @@ def served_pages(tmp_path: Path, db: list[str]) -> None:
 
 
 def page_change(tmp_path: Path, db: list[str], bridge: dict) -> None:
-    """The client page of a converted month says its change in EUR split as the bridge
-    splits it: what was used and billed (at the earlier month's rate) and the exchange rate,
-    adding up to the change between the two figures as shown."""
+    """The client page of a converted month says what changed in EUR as ``explain --from-db
+    --currency EUR`` splits it: the ledger's parts at the earlier month's rate and the
+    exchange rate's part, adding up to the change between the two figures as shown (once:
+    no second "Change in EUR" line)."""
     for month in ("2026-09", "2026-10"):
         cli("close", "--month", month, "--allow-incomplete", *db)
     token = token_for(db, "finance", "fx-change")
@@ -368,14 +369,23 @@ def page_change(tmp_path: Path, db: list[str], bridge: dict) -> None:
         session = logged_in(base, token)
         page = session.get("/clients/acme", params={"month": "2026-10"}).text
         trend_in_eur(session, db, page)
-    found = re.search(r'id="fx-change">([^<]+)<', page)
-    assert found is not None, page
-    numbers = [float(n.replace(",", "").replace("\u2212", "-").replace("±", ""))
-               for n in re.findall(r"([+\u2212±][0-9,.]+) EUR", found.group(1))]  # fmt: skip
-    change, used, fx = numbers
-    assert round(used + fx, 2) == change
+    assert 'id="fx-change"' not in page
+    table = page[page.index('id="what-changed-table"') : page.index("</table>",
+                 page.index('id="what-changed-table"'))]  # fmt: skip
+    rows = re.findall(r'<th scope="row">([^<]+)</th><td>[^<]*</td><td class="num">([^<]+)<',
+                      table)  # fmt: skip
+
+    def number(text: str) -> float:
+        return float(re.sub(r"[^0-9.\-]", "", text.replace("\u2212", "-")))
+
+    (start, first), *parts, (end, last) = rows
+    assert (start, end) == ("2026-09, revision 1", "2026-10")
+    assert round(number(first) + sum(number(a) for _, a in parts), 2) == number(last)
+    assert abs(number(last) - number(first) - bridge["change"] / 1e6) <= 0.01
+    fx = dict(parts)["Exchange rate"]
     fx_part = next(p for p in bridge["parts"] if p["effect"] == "fx")["amount"] / 1e6
-    assert abs(fx - fx_part) <= 0.01 and abs(change - bridge["change"] / 1e6) <= 0.01
+    assert abs(number(fx) - fx_part) <= 0.01
+    assert "EUR" in page[page.index('id="what-changed-summary"') :][:300]
 
 
 def trend_in_eur(session: httpx.Client, db: list[str], page: str) -> None:

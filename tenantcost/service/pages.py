@@ -363,16 +363,20 @@ def client_page(
         rows = converted_rows(engine, rows, shown_in, internal)
     view = page_views.client_view(access.client, rows, month, scope.drafts, name, watched,
                                   internal_sheet=internal)  # fmt: skip
-    # the bridge is of the issued (ledger) figures, so it reads them, labelled in the ledger
-    issued = [r.ledger or r for r in rows]
-    changed = _changed(request, access, issued, view.month) if view.figure else None
+    # in the figures' currency: converted, the ledger bridge's parts at the earlier month's
+    # rate and the exchange rate's part (explain --currency's), adding up to the change
+    changed = _changed(request, access, rows, view.month) if view.figure else None
     watch = client_section(engine, access.principal, access.client, view.month,
                            request.app.state.settings.store.watch)  # fmt: skip
     from tenantcost.service.trend import client_trend
     from tenantcost.service.trend_view import trend_section
 
     trend = trend_section(client_trend(engine, access.principal, access.client, 12, shown_in))
-    fx = fx_change(rows, view.month) if view.figure else None
+    figure = view.figure
+    converted = (changed is not None and bool(changed.rows) and figure is not None
+                 and figure.fx is not None and changed.currency == figure.currency)  # fmt: skip
+    # "Change in EUR" says it in one line when the block below could not (no bridge)
+    fx = fx_change(rows, view.month) if view.figure and not converted else None
     return render(request, "service/client.html", section="clients", view=view, changed=changed,
                   watch=watch, trend=trend, fx_change=fx)  # fmt: skip
 

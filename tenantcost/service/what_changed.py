@@ -42,7 +42,7 @@ from tenantcost.service.page_data import FigureRow
 from tenantcost.service.page_views import figure_places
 from tenantcost.service.permissions import Principal
 from tenantcost.store.data import DataDir
-from tenantcost.store.month_bridge import client_bridge
+from tenantcost.store.month_bridge import ClientBridge, client_bridge
 from tenantcost.store.shown import run_shown
 
 MINUS = "\u2212"
@@ -117,24 +117,37 @@ def what_changed(
     data: DataDir | None = None,
 ) -> WhatChanged | None:
     """The block of ``month`` (``rows``: the client's figures the viewer sees, in month
-    order, one of them ``month``'s); ``None`` without a previous month to compare with."""
+    order, one of them ``month``'s; shown converted, :mod:`tenantcost.service.currency_view`,
+    the block is in their currency with an exchange-rate part); ``None`` without a previous
+    month to compare with."""
     at = next((i for i, r in enumerate(rows) if r.month == month), None)
     if at is None:
         return None
     row = rows[at]
-    found = _bridge(engine, client, row, data)
+    found = _bridge(engine, client, row, data, rows[at - 1] if at > 0 else None)
     if found is not None:
         redact = reader_text(engine, principal, client)
         return _from_bridge(found, client, redact)
-    return _from_rows(rows[at - 1], row) if at > 0 else None
+    if at == 0:
+        return None
+    before = rows[at - 1]
+    if before.currency != row.currency:  # one shown converted, one not: compare as issued
+        before, row = before.ledger or before, row.ledger or row
+    return _from_rows(before, row)
 
 
 def _bridge(
-    engine: Engine, client: str, row: FigureRow, data: DataDir | None
+    engine: Engine,
+    client: str,
+    row: FigureRow,
+    data: DataDir | None,
+    before_row: FigureRow | None = None,
 ) -> ShownBridge | None:
     found = client_bridge(engine, row.month, row.run_id, client, data)
     if found is None:
         return None
+    if row.ledger is not None:  # the figure is shown converted: the bridge is, with fx
+        return _converted(found, client, row, before_row)
     before, now = run_shown(engine, found.previous.run_id), run_shown(engine, row.run_id)
     places = row.places if row.places is not None else now.places
     pb = one_client_bridges(found, client, row.month, row.currency)
@@ -143,6 +156,37 @@ def _bridge(
                  early_places=before.places)  # fmt: skip
     late = now.amount(client) if now.places == places else None
     return shown_bridge(pb, client, places, late)
+
+
+def _converted(
+    found: ClientBridge, client: str, row: FigureRow, before: FigureRow | None
+) -> ShownBridge | None:
+    """The bridge in the currency ``row`` is shown in (issue 37), as ``explain --from-db
+    --currency`` gives it: each ledger part at the previous month's effective rate, split by
+    largest remainder, and the exchange rate's ``fx`` part the rest, so the parts add up to
+    the change between the two converted figures. Both months must be shown converted into
+    that currency, the previous one being the revision the bridge compares with; else
+    ``None``, and the block says the change in one sentence."""
+    from tenantcost.bridge import ClientBridge as Explained
+    from tenantcost.bridge import converted_bridge
+
+    if (before is None or before.ledger is None or before.currency != row.currency
+            or before.run_id != found.previous.run_id or row.ledger is None):  # fmt: skip
+        return None
+    parts = found.parts.assign(text=found.parts["reason"])
+    ledger = Explained(client, row.month, found.previous.month, row.ledger.currency,
+                       found.previous_amount, found.amount, parts, ((), ()), [])  # fmt: skip
+    fx = {"ledger_currency": row.ledger.currency}
+    shown = converted_bridge(ledger, (int(before.amount), int(row.amount)), row.currency, fx)
+    pb = one_client_bridges(
+        ClientBridge(found.previous, shown.from_amount, shown.to_amount,
+                     shown.parts[["effect", "source", "key", "amount", "reason"]]),
+        client, row.month, row.currency,
+    )  # fmt: skip
+    places = figure_places(row)
+    early = _shown(before)
+    pb = replace(pb, early_shown={client: early[0]}, early_places=early[1])
+    return shown_bridge(pb, client, places, _shown(row)[0])
 
 
 def _from_bridge(b: ShownBridge, client: str, redact: Callable[[str], str]) -> WhatChanged:
