@@ -410,6 +410,12 @@ def trend_in_eur(session: httpx.Client, db: list[str], page: str) -> None:
         assert sum(after["by_source"].values()) == after["amount"]
     assert re.search(r'id="trend-fx">In EUR: each month as its run converted it from USD', page)
     assert "/api/v1/clients/acme/trend?format=csv&amp;currency=EUR" in page
+    table = page[page.index('id="trend-table"') :]
+    assert re.search(
+        r'2026-09</th><td>issued</td><td class="num">1\.05</td><td>api 0\.60, '
+        r"tenant-acme/worker 0\.45<",
+        table,
+    )  # at EUR's decimals, adding up
     csv = session.get("/api/v1/clients/acme/trend", params={"format": "csv", "currency": "EUR"})
     rows = pd.read_csv(io.StringIO(csv.text))
     assert set(rows["currency"]) == {"EUR"}

@@ -225,6 +225,25 @@ def lines_chart(
     return Markup("\n".join(out))
 
 
+def _rows(trend: Trend) -> list[TrendRow]:
+    """The table's months at the currency's decimals for the whole table (raised so no
+    month reads 0.00: :func:`~tenantcost.report.display.auto_places`), as every other figure
+    of the page; each month's sources rounded to add up to its amount as shown (largest
+    remainder), never a figure to six decimals beside one to two."""
+    from tenantcost.money import round_for_display
+    from tenantcost.report.display import auto_places, format_amount, format_units
+
+    places = auto_places(trend.currency, [m.amount for m in trend.months])
+    out = []
+    for m in trend.months:  # at most 36 months, a few sources each
+        shown = round_for_display([m.amount], places)[0]
+        parts = round_for_display(list(m.by_source.values()), places, total=shown)
+        sources = ", ".join(f"{s} {format_units(u, places)}"
+                            for s, u in zip(m.by_source, parts, strict=True))  # fmt: skip
+        out.append(TrendRow(m.month, m.status, format_amount(m.amount, places), sources))
+    return out
+
+
 def trend_section(trend: Trend | None) -> TrendSection | None:
     if trend is None or len(trend.months) == 0:
         return None
@@ -232,15 +251,7 @@ def trend_section(trend: Trend | None) -> TrendSection | None:
 
     keys = sorted({k for m in trend.months for k in m.unit_costs})
     units = [u for u in (unit_chart(trend, k) for k in keys) if u is not None]
-    rows = [
-        TrendRow(
-            m.month,
-            m.status,
-            decimal_text(m.amount),
-            ", ".join(f"{s} {decimal_text(a)}" for s, a in m.by_source.items()),
-        )
-        for m in trend.months
-    ]  # fmt: skip  (at most 36 months)
+    rows = _rows(trend)
     query = "?format=csv" + (f"&currency={trend.currency}" if trend.ledger_currency else "")
     csv_href = api_client_path(trend.client, "trend") + query
     unit_href = api_client_path(trend.client, "unit-cost-trend") + query
