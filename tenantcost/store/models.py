@@ -1056,7 +1056,7 @@ class RunFxUnattributed(StoreModel, table=True):
 
 
 class RunFxDay(StoreModel, table=True):
-    """A client's ledger amount on one UTC day of a run converted under the daily policy
+    """A client's ledger amount on each UTC day of a run converted under the daily policy
     (0032): a converted sheet lists it beside the day's rate, so its reader can redo the
     conversion."""
 
@@ -1064,8 +1064,8 @@ class RunFxDay(StoreModel, table=True):
 
     run_id: str = Field(foreign_key="run.id", primary_key=True, max_length=36)
     client: str = Field(primary_key=True, sa_type=Text)
-    day: date = Field(primary_key=True)
-    amount: int = Field(sa_type=BigInteger)
+    days: str = Field(sa_type=Text)
+    """JSON ``{"YYYY-MM-DD": micro-units}``: one row per client, not per client and day."""
 
 
 class RunFxLine(StoreModel, table=True):

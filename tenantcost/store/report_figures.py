@@ -174,8 +174,10 @@ def record_client_days(connection: Connection, run_id: str, ledger: AllocationRe
         return
     frame = days.assign(client=days["client"].astype(str), day=pd.to_datetime(days["day"]))
     sums = frame.groupby(["client", "day"], sort=True)["amount"].sum().reset_index()
-    sums = sums.assign(day=sums["day"].dt.date, run_id=run_id)
-    _insert(connection, RunFxDay, sums[["run_id", "client", "day", "amount"]])
+    pairs = '"' + sums["day"].dt.strftime("%Y-%m-%d") + '":' + sums["amount"].astype(str)
+    joined = pairs.groupby(sums["client"], sort=True).agg(",".join)  # one string per client
+    rows = pd.DataFrame({"run_id": run_id, "client": joined.index, "days": "{" + joined + "}"})
+    _insert(connection, RunFxDay, rows.reset_index(drop=True))
 
 
 def record_pack_figures(connection: Connection, run_id: str, figures: PackFigures) -> None:
@@ -418,8 +420,15 @@ def load_converted(connection: Connection, stored: StoredResult, currency: str) 
 def _client_days(connection: Connection, run_id: str) -> pd.DataFrame:
     """``run_fx_day`` as day lines of one line per client and day (the day's sum over the
     client's lines: the key columns empty), what a converted sheet lists per day."""
-    days = _frame(connection, RunFxDay, run_id)
-    days = days.assign(rule_id="", source="", kind="", key="", day=pd.to_datetime(days["day"]))
+    rows = _frame(connection, RunFxDay, run_id)
+    if rows.empty:
+        return pd.DataFrame({c: pd.Series(dtype="str") for c in DAY_LINE_COLUMNS}).astype(
+            {"day": "datetime64[ns]", "amount": "int64"}
+        )
+    wide = pd.DataFrame(rows["days"].map(json.loads).tolist(), index=rows["client"].astype(str))
+    long = wide.stack().reset_index()  # a client without an amount on a day has no row
+    long.columns = pd.Index(["client", "day", "amount"])
+    days = long.assign(rule_id="", source="", kind="", key="", day=pd.to_datetime(long["day"]))
     return days[DAY_LINE_COLUMNS].astype({"client": str, "amount": "int64"})
 
 

@@ -9,7 +9,8 @@ tables keep the rest of the converted cascade at the grain the ledger keeps it:
   the period (as ``run_workload``), beside its ledger amount;
 * ``run_fx_unattributed``: the unattributed part of a pool in one window (as
   ``run_unattributed``), beside its ledger amount;
-* ``run_fx_day``: under the daily policy, each client's ledger amount per UTC day, which a
+* ``run_fx_day``: under the daily policy, each client's ledger amount per UTC day (one row
+  per client, the days as a JSON object: 10,000 rows a month rather than 310,000), which a
   converted sheet lists beside each day's rate so its reader can redo the conversion.
 
 Revision ID: 0032
@@ -71,10 +72,9 @@ def upgrade() -> None:
         "run_fx_day",
         sa.Column("run_id", sa.String(length=36), nullable=False),
         sa.Column("client", sa.Text(), nullable=False),
-        sa.Column("day", sa.Date(), nullable=False),
-        sa.Column("amount", sa.BigInteger(), nullable=False),
+        sa.Column("days", sa.Text(), nullable=False),
         sa.ForeignKeyConstraint(["run_id"], ["run.id"], name="fk_run_fx_day_run_id_run"),
-        sa.PrimaryKeyConstraint("run_id", "client", "day", name="pk_run_fx_day"),
+        sa.PrimaryKeyConstraint("run_id", "client", name="pk_run_fx_day"),
     )
 
 
