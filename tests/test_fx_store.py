@@ -510,6 +510,8 @@ def test_an_issued_statement_renders_in_another_currency_as_its_run_converted_it
     assert "2026-11-07 1 ÷ 1.0800 1 EUR = 1.0800 USD published 2026-11-06 30.00" in mine
     summary = sheet_text(stored / "finance-summary.html")
     assert "Reference total 277.35 EUR Gap: 0.00 (closes)" in summary
+    keys = ("Client totals, EUR", "Moved by one display unit")  # every key's column, as files
+    assert between(summary, *keys) == between(sheet_text(files / "finance-summary.html"), *keys)
 
     engine = open_engine(resolve_settings(db=db[1], environ={}))
     pack = load_statement(engine, MONTH, currency="EUR").pack

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ import pandas as pd
 from sqlalchemy import Connection, Engine, Row, func, select
 
 from tenantcost.collect import CostInput
+from tenantcost.convert import split_exact
 from tenantcost.economics import div_half_even
 from tenantcost.errors import InputError
 from tenantcost.inputs import Inputs
@@ -320,28 +322,42 @@ def _converted_figures(
 ) -> PackFigures:
     """The pack's figures beside a converted run. Each client's total under the rule is its
     converted lines' sum. Its totals under the other keys and in the change notices were
-    recorded in the ledger only: they are converted at the client's own rate of the month
-    (its converted total over its ledger total; the run's when its ledger total is 0),
-    rounded half to even. Under a policy with one rate a month that is the month's rate;
-    under ``daily`` it is the client's mean rate, weighted by its own costs."""
+    recorded in the ledger only, with no days of their own to convert at:
+
+    * a column equal to the rule column in the ledger (a key the rule uses everywhere) is
+      the rule column converted;
+    * a column whose ledger total is the rule column's (the same pool split another way)
+      gets the rule column's converted total, split between its clients in proportion to
+      their ledger amounts by largest remainder, so every such column adds up to the same;
+    * any other column is converted at the run's rate of the month (its converted reference
+      total over its ledger one), rounded once, top down.
+
+    Under a policy with one rate a month, the last two are the month's rate."""
     assert base.ledger is not None
     lines = base.lines.assign(client=base.lines["client"].astype(str))
     sums = lines.groupby("client", sort=True)[["amount", "ledger_amount"]].sum()
     amounts = figures.amounts
     converted = sums["amount"].reindex(amounts.index).fillna(0).astype("int64")
-    ledger = sums["ledger_amount"].reindex(amounts.index).fillna(0).astype("int64")
-    run_num, run_den = base.reference_total, base.ledger.reference_total or 1
-    num = converted.where(ledger != 0, run_num).astype(object)
-    den = ledger.where(ledger != 0, run_den).astype(object)
+    ledger_total = int(sums["ledger_amount"].sum())
+    rate = Fraction(base.reference_total, base.ledger.reference_total or 1)
+
+    rule = sums["ledger_amount"].reindex(amounts.index).fillna(0).astype("int64")
 
     def convert(values: pd.Series) -> pd.Series:
-        rows = num.reindex(values.index).fillna(run_num)
-        cols = den.reindex(values.index).fillna(run_den)
-        exact = (values.astype("int64").astype(object) * rows).to_numpy()
-        cols_ = cols.to_numpy()
-        sign = np.where(cols_ < 0, -1, 1).astype(object)  # a credit's rate: the same ratio
-        return pd.Series(div_half_even(exact * sign, cols_ * sign), index=values.index,
-                         dtype="int64", name=values.name)  # fmt: skip
+        if values.astype("int64").equals(rule.reindex(values.index).fillna(0).astype("int64")):
+            return converted.reindex(values.index).fillna(0).astype("int64").rename(values.name)
+        ledger = values.astype("int64").astype(object).to_numpy()
+        total = int(values.sum())
+        if total == ledger_total and total != 0:  # the rule's total: split in its proportions
+            target = int(converted.sum())
+            share = Fraction(target, total)
+            num, den = share.numerator, share.denominator
+        else:
+            num, den = rate.numerator, rate.denominator
+            target = int(div_half_even(total * num, den))
+        parts = split_exact(ledger * num, np.zeros(len(values), dtype="int64"), {0: target},
+                            pd.Series(values.index.astype(str)), den)  # fmt: skip
+        return pd.Series(parts, index=values.index, dtype="int64", name=values.name)
 
     out = amounts.apply(convert).astype("int64")
     out[RULE] = converted
