@@ -234,7 +234,9 @@ def mean(values: list[Fraction]) -> Fraction:
     return sum(values, Fraction(0)) / len(values)
 
 
-def test_revenue_in_each_clients_currency_meets_costs_at_the_months_rate(tmp_path: Path):
+def test_revenue_in_each_clients_currency_meets_costs_at_the_months_rate(
+    tmp_path: Path, store_url: str
+):
     """The catalog gives acme EUR and bravo GBP. Unit economics in EUR converts bravo's GBP
     revenue at November's mean cross rate, in USD both; the store's runs convert into each
     client's currency, and ``history`` shows each client in its own."""
@@ -266,8 +268,7 @@ def test_revenue_in_each_clients_currency_meets_costs_at_the_months_rate(tmp_pat
     cross = mean([u / g for u, g in zip(eur_usd, eur_gbp, strict=True)])  # GBP->USD per day
     assert in_usd["bravo"][0] == round(250_000_000 * cross)
 
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    db = ["--db", url, "--data", str(tmp_path / "data")]
+    db = ["--db", store_url, "--data", str(tmp_path / "data")]
     cli("db", "upgrade", *db)
     cli("rules", "load", str(EXAMPLE / "rules.yaml"), *db)
     cli("ingest", "usage", "--usage", str(EXAMPLE / "usage.csv"), *db)
@@ -482,14 +483,14 @@ def between(text: str, start: str, end: str) -> str:
 
 
 def test_an_issued_statement_renders_in_another_currency_as_its_run_converted_it(
-    tmp_path: Path,
+    tmp_path: Path, store_url: str
 ):
     """``report --from-db --currency EUR`` renders the issued revision as its run converted
     it: the lines, the cascade (closing, gap 0) and the conversion part (every daily rate
     beside the client's ledger amount that day) are those of ``report --currency EUR`` from
     the files; rates loaded later change no byte of it; a currency the run did not convert
     into is one line, exit 2."""
-    db = ["--db", f"sqlite:///{tmp_path / 'store.db'}", "--data", str(tmp_path / "data")]
+    db = ["--db", store_url, "--data", str(tmp_path / "data")]
     cli("db", "upgrade", *db)
     cli("rules", "load", str(EXAMPLE / "rules.yaml"), *db)
     cli("ingest", "usage", "--usage", str(EXAMPLE / "usage.csv"), *db)
