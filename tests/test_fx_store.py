@@ -198,6 +198,12 @@ def test_a_client_page_shows_the_issued_conversion_and_its_ledger(tmp_path: Path
         assert "rates.csv" not in in_eur.text and "bravo" not in in_eur.text
         assert "Total for the period 150.00 USD" in sheet_text(pages["manager"].get(sheet).text)
         assert pages["manager"].get(sheet, params={"currency": "CHF"}).status_code == 404
+        trend = pages["manager"].get("/api/v1/clients/acme/trend", params={"currency": "EUR"})
+        assert trend.json()["months"][0]["fx"]["source"] == "the company's rates file"
+        assert "rates.csv" not in trend.text  # nor in its CSV
+        assert "rates.csv" not in pages["manager"].get(
+            "/api/v1/clients/acme/trend", params={"currency": "EUR", "format": "csv"}
+        ).text  # fmt: skip
         listed = pages["finance"].get("/api/v1/clients", params={"month": MONTH}).json()
         assert {i["id"]: i["budget_status"] for i in listed["items"]}["acme"] == "within"
         own = {i["id"]: i["converted"] for i in listed["items"]}  # each in its own currency
@@ -405,7 +411,7 @@ def trend_in_eur(session: httpx.Client, db: list[str], page: str) -> None:
     by_run = dict(zip(stored["run_id"], stored["amount"], strict=True))
     rate = {"2026-09": Fraction(9, 10), "2026-10": Fraction(8, 10)}
     for before, after in zip(ledger["months"], eur["months"], strict=True):
-        assert after["ledger_amount"] == before["amount"]
+        assert after["ledger_amount"] == before["amount"] and after["fx"]["policy"] == "fixed"
         assert after["amount"] == by_run[runs[after["month"]]]
         assert abs(after["amount"] - before["amount"] * rate[after["month"]]) <= 1
         assert sum(after["by_source"].values()) == after["amount"]
@@ -419,7 +425,12 @@ def trend_in_eur(session: httpx.Client, db: list[str], page: str) -> None:
     )  # at EUR's decimals, adding up
     csv = session.get("/api/v1/clients/acme/trend", params={"format": "csv", "currency": "EUR"})
     rows = pd.read_csv(io.StringIO(csv.text))
-    assert set(rows["currency"]) == {"EUR"}
+    assert set(rows["currency"]) == {"EUR"} and set(rows["ledger_currency"]) == {"USD"}
+    assert set(rows["fx_policy"]) == {"fixed"}  # each row says how it was converted
+    assert (rows["fx_rates"].str.contains("1 USD = 0.9 EUR|1 USD = 0.8 EUR")).all()
+    for _, r in rows.iterrows():  # a reader can redo each row: ledger x the month's rate
+        rate = {"2026-09": 0.9, "2026-10": 0.8}[r["month"]]
+        assert abs(r["ledger_amount"] * rate - r["amount"]) <= 0.000001
     assert rows.groupby("month")["amount"].sum().round(6).tolist() == [
         m["amount"] / 1e6 for m in eur["months"]
     ]

@@ -711,7 +711,9 @@ def get_client_trend(
     if format == "csv":
         from tenantcost.service.csv_table import csv_response
 
-        return csv_response(trend.by_source_frame(), f"trend-{access.client}.csv", ["amount"])
+        frame = trend.by_source_frame()
+        amounts = [c for c in ("amount", "ledger_amount") if c in frame]
+        return csv_response(frame, f"trend-{access.client}.csv", amounts)
     return trend.document()
 
 

@@ -146,16 +146,24 @@ def converted_amount(
     mine = client_conversions(engine, [str(doc["run_id"])], currency, [client])
     if mine.empty:
         return None
-    fx = dict(run_conversions(engine, str(doc["run_id"]))[currency].document)
-    fx["source"] = source_text(str(fx["source"]), internal)
-    if not internal:  # a quote's file is the company's, not named to a client's reader
-        fx["rates"] = [_unnamed(entry) for entry in fx.get("rates", [])]
+    fx = reader_document(run_conversions(engine, str(doc["run_id"]))[currency].document, internal)
     return {
         "currency": currency,
         "amount": int(mine["amount"].iloc[0]),
         "ledger_amount": int(mine["ledger_amount"].iloc[0]),
         "fx": fx,
     }
+
+
+def reader_document(document: dict[str, Any], internal: bool) -> dict[str, Any]:
+    """A run's conversion document as a reader may see it: a client's reader (not
+    ``internal``) reads "the company's rates file" for the source and no file name in any
+    quote (:func:`tenantcost.report.exchange_view.source_text`)."""
+    fx = dict(document)
+    fx["source"] = source_text(str(fx["source"]), internal)
+    if not internal:  # a quote's file is the company's, not named to a client's reader
+        fx["rates"] = [_unnamed(entry) for entry in fx.get("rates", [])]
+    return fx
 
 
 def _unnamed(entry: dict[str, Any]) -> dict[str, Any]:

@@ -63,6 +63,11 @@ class TrendMonth:
     month_to_date: int | None = None
     ledger_amount: int | None = None
     """Shown converted: the month's amount in the ledger currency (as issued)."""
+    ledger_by_source: dict[str, int] | None = None
+    """Shown converted: ``by_source`` in the ledger currency."""
+    fx: dict[str, Any] | None = None
+    """Shown converted: how (the run's conversion document, its source as the reader may
+    see it; a projection's: the budget's rate to date)."""
 
     def document(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -74,7 +79,7 @@ class TrendMonth:
             "unit_costs": {k: {"unit": u, "amount": a} for k, (u, a) in self.unit_costs.items()},
         }
         if self.ledger_amount is not None:
-            doc["ledger_amount"] = self.ledger_amount
+            doc |= {"ledger_amount": self.ledger_amount, "fx": self.fx}
         if self.status == PROJECTED:
             doc |= {"month_to_date": self.month_to_date, "budget": self.budget}
         return doc
@@ -127,18 +132,33 @@ class Trend:
 
     def by_source_frame(self) -> pd.DataFrame:
         """The CSV's rows: one per month and source (``month, status, revision, source,
-        amount``)."""
+        amount``; converted, also each row's ledger amount and how it was converted)."""
         rows = [
-            (m.month, m.status, m.revision, s, a)
+            (m.month, m.status, m.revision, s, a, (m.ledger_by_source or {}).get(s))
             for m in self.months
             for s, a in m.by_source.items()
         ]  # at most 36 months x a few sources
-        frame = pd.DataFrame(rows, columns=["month", "status", "revision", "source", "amount"])
-        return self._labelled(frame.astype({"revision": "Int64", "amount": "Int64"}))
+        columns = ["month", "status", "revision", "source", "amount", "ledger_amount"]
+        frame = pd.DataFrame(rows, columns=columns)
+        frame = frame.astype({"revision": "Int64", "amount": "Int64", "ledger_amount": "Int64"})
+        if self.ledger_currency is None:
+            return frame.drop(columns="ledger_amount")
+        return self._labelled(frame)
 
     def _labelled(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """A converted trend's CSV says its currency on each row (a ledger one as before)."""
-        return frame if self.ledger_currency is None else frame.assign(currency=self.currency)
+        """A converted trend's CSV says, on each row, its currency, the ledger's, and how the
+        month was converted (policy, rates, source), so a reader can redo it; a ledger one is
+        as before."""
+        if self.ledger_currency is None:
+            return frame
+        how = {m.month: m.fx or {} for m in self.months}
+        return frame.assign(
+            currency=self.currency,
+            ledger_currency=self.ledger_currency,
+            fx_policy=frame["month"].map(lambda m: how[m].get("policy", "")),
+            fx_rates=frame["month"].map(lambda m: _rates_text(how[m])),
+            fx_source=frame["month"].map(lambda m: how[m].get("source", "")),
+        )
 
     def unit_cost_frame(self) -> pd.DataFrame:
         """One row per month and key: ``month, status, revision, metric, unit, amount``."""
@@ -151,6 +171,15 @@ class Trend:
             rows, columns=["month", "status", "revision", "metric", "unit", "amount"]
         )
         return self._labelled(frame.astype({"revision": "Int64", "amount": "Int64"}))
+
+
+def _rates_text(fx: dict[str, Any]) -> str:
+    """The rates a month was converted at, in one phrase (every rate is in its sheet)."""
+    from tenantcost.report.exchange_view import rate_span
+
+    if "rates" in fx:
+        return rate_span(fx)
+    return f"{fx['rate']} to date" if "rate" in fx else ""
 
 
 def _month_range(last: str, count: int) -> list[str]:
@@ -211,7 +240,10 @@ def client_trend(
     trend = Trend(client, ledger or "USD", out)
     if currency is None or currency == trend.currency:
         return trend
-    return _converted(engine, trend, shown, per_run, redact, currency)
+    from tenantcost.service.permissions import Action, can
+
+    internal = can(principal, Action.VIEW_INTERNAL_SHEET, client).allowed
+    return _converted(engine, trend, shown, per_run, redact, currency, internal)
 
 
 def _projected(
@@ -241,6 +273,7 @@ def _converted(
     per_run: dict[str, list[Line]],
     redact: Any,
     currency: str,
+    internal: bool,
 ) -> Trend:
     """``trend`` in ``currency``. A month its run converted into ``currency`` shows the
     run's converted lines (``run_fx_line``, frozen by the close that issued it) summed per
@@ -249,18 +282,19 @@ def _converted(
     client's budget set in it (at the month's rates to date). Any other month is left out and
     named in ``not_converted``: a chart never mixes two currencies."""
     runs = sorted({run for run, _, _ in shown.values()})
-    converted = _converted_lines(engine, trend.client, runs, currency)
+    converted, documents = _converted_lines(engine, trend.client, runs, currency, internal)
     out: list[TrendMonth] = []
     missing: list[str] = []
     for month in trend.months:  # at most 36
         if month.status == PROJECTED:
             found = _projected_in(engine, trend.client, month, currency)
         elif shown[month.month][0] in converted:
-            run_lines = converted[shown[month.month][0]]
-            own = _with_measures(per_run.get(shown[month.month][0], []), run_lines)
+            run_id = shown[month.month][0]
+            own = _with_measures(per_run.get(run_id, []), converted[run_id])
             by_source = _by_source(own, redact) or {ALL_SOURCES: 0}
             found = replace(month, amount=sum(by_source.values()), by_source=by_source,
-                            unit_costs=_unit_costs(own), ledger_amount=month.amount)  # fmt: skip
+                            unit_costs=_unit_costs(own), ledger_amount=month.amount,
+                            ledger_by_source=month.by_source, fx=documents[run_id])  # fmt: skip
         else:
             found = None
         if found is None:
@@ -289,18 +323,24 @@ def _projected_in(
         budget=band,
         month_to_date=int(budget["month_to_date"]),
         ledger_amount=month.amount,
+        ledger_by_source={ALL_SOURCES: month.amount},
+        fx={"policy": "the month's rates to date (the watch's budget)", "rate": budget["rate"]},
     )
 
 
 def _converted_lines(
-    engine: Engine, client: str, runs: list[str], currency: str
-) -> dict[str, dict[tuple[str, str], int]]:
+    engine: Engine, client: str, runs: list[str], currency: str, internal: bool
+) -> tuple[dict[str, dict[tuple[str, str], int]], dict[str, dict[str, Any]]]:
     """The client's lines of ``runs`` in ``currency``, summed per run, source and key: only
-    the runs that recorded a conversion into it (a client without lines there has ``{}``)."""
+    the runs that recorded a conversion into it (a client without lines there has ``{}``);
+    and each such run's conversion document, its source as the reader may see it."""
+    import json
+
+    from tenantcost.service.currency_view import reader_document
     from tenantcost.store.models import RunFx
 
     if not runs:
-        return {}
+        return {}, {}
     fx, ln = table(RunFx).c, table(RunFxLine).c
     lines = (
         select(ln.run_id, ln.source, ln.key, func.sum(ln.amount))
@@ -308,11 +348,14 @@ def _converted_lines(
         .group_by(ln.run_id, ln.source, ln.key)
     )
     with engine.connect() as conn:
-        done = conn.execute(select(fx.run_id).where(fx.run_id.in_(runs), fx.currency == currency))
-        out: dict[str, dict[tuple[str, str], int]] = {str(r): {} for r in done.scalars()}
+        done = conn.execute(
+            select(fx.run_id, fx.document).where(fx.run_id.in_(runs), fx.currency == currency)
+        ).all()
+        out: dict[str, dict[tuple[str, str], int]] = {str(r): {} for r, _ in done}
         for run_id, source, key, amount in conn.execute(lines).all():  # a few per month
             out[str(run_id)][(str(source), str(key))] = int(amount)
-    return out
+    documents = {str(r): reader_document(json.loads(text), internal) for r, text in done}
+    return out, documents
 
 
 def _with_measures(own: list[Line], converted: dict[tuple[str, str], int]) -> list[Line]:
