@@ -174,8 +174,9 @@ def test_since_last_prometheus_ingests_the_complete_hours_since_the_last(
     first = cli(store, "ingest", "--since-last", "--prometheus", "--now", z(T0 + 3 * HOUR))
     assert first.exit_code == 2
     assert first.stderr == (
-        "error: --since-last: no usage ingested yet, so there is no last hour; ingest the first "
-        "period with `tenantcost ingest usage --prometheus --from T --to T` (or --month M)\n"
+        f"error: --since-last: no usage ingested from prometheus {prometheus.url} yet, so there "
+        "is no last hour; ingest the first period with `tenantcost ingest usage --prometheus "
+        "--from T --to T` (or --month M)\n"
     )
     six = T0 + 6 * HOUR
     assert cli(store, "ingest", "usage", "--prometheus", "--from", z(T0), "--to",
@@ -257,13 +258,44 @@ def test_since_last_opencost_and_prometheus_together(store, prometheus, tmp_path
     )
 
 
+def test_since_last_is_kept_per_source(store, prometheus, tmp_path):
+    """Two clusters' OpenCost: one pulled on time never moves the other's last hour, so the
+    late one is asked for every hour it has not delivered; a usage file beyond Prometheus'
+    last hour (the meter, OTLP) never makes the Prometheus pull skip hours either."""
+    rules = rules_file(tmp_path, prometheus)
+    assert cli(store, "rules", "load", str(rules)).exit_code == 0
+    first = ("--from", z(T0), "--to", z(T0 + 2 * HOUR))
+    now = z(T0 + 6 * HOUR + pd.Timedelta(minutes=5))
+    with running(GeneratedScenario()) as east, running(GeneratedScenario()) as west:
+        for server in (east, west):
+            done = cli(store, "ingest", "costs", "--opencost-url", server.url, *first)
+            assert done.exit_code == 0, done.output
+        on_time = cli(store, "ingest", "--since-last", "--opencost-url", east.url, "--now", now)
+        assert on_time.exit_code == 0, on_time.output
+        assert east.requests[-1].params["window"] == f"{z(T0 + 2 * HOUR)},{z(T0 + 6 * HOUR)}"
+        late = cli(store, "ingest", "--since-last", "--opencost-url", west.url, "--now", now)
+        assert late.exit_code == 0, late.output
+        assert f"windows {z(T0 + 2 * HOUR)} to {z(T0 + 6 * HOUR)}" in late.stdout
+        assert west.requests[-1].params["window"] == f"{z(T0 + 2 * HOUR)},{z(T0 + 6 * HOUR)}"
+    assert cli(store, "ingest", "usage", "--prometheus", *first).exit_code == 0
+    meter = tmp_path / "meter.csv"  # a pushed hour after Prometheus' last one
+    meter.write_text("window_start,window_end,service,client,requests,cpu_seconds\n"
+                     f"{z(T0 + 5 * HOUR)},{z(T0 + 6 * HOUR)},api,acme,3,1.5\n")  # fmt: skip
+    pushed = cli(store, "ingest", "usage", "--usage", str(meter))
+    assert pushed.exit_code == 0, pushed.output
+    pulled = cli(store, "ingest", "--since-last", "--prometheus", "--now", now)
+    assert pulled.exit_code == 0, pulled.output
+    assert f"windows {z(T0 + 2 * HOUR)} to {z(T0 + 6 * HOUR)}" in pulled.stdout
+
+
 def test_since_last_mistakes(store, tmp_path):
     rules = rules_file(tmp_path, None)
     assert cli(store, "rules", "load", str(rules)).exit_code == 0
     none = cli(store, "ingest", "--since-last")
     assert none.exit_code == 2 and "--since-last: no live source" in none.stderr
     nothing = cli(store, "ingest", "--since-last", "--opencost-url", "http://127.0.0.1:9")
-    assert nothing.exit_code == 2 and "no costs ingested yet" in nothing.stderr
+    assert nothing.exit_code == 2
+    assert "no costs ingested from OpenCost API http://127.0.0.1:9 yet" in nothing.stderr
     misplaced = runner.invoke(app, ["ingest", "--db", store[0], "usage", "--usage",
                                     str(EXAMPLE / "usage.csv")])  # fmt: skip
     assert misplaced.exit_code == 2

@@ -11,8 +11,11 @@ batch, like a file.
 aggregation) come from ``--config RULES`` when given, else from the latest rule file stored
 in the store (the one ``run`` takes its settings from).
 
-**Since last** (:func:`since_last`). Per kind (costs, usage), the last ingested hour is the
-end of the latest window of any committed batch's cells (what ``status`` counts as covered).
+**Since last** (:func:`since_last`). Per kind (costs, usage) and per source (each OpenCost
+URL; the Prometheus), the last ingested hour is the end of the latest window of that
+source's committed batches' cells: one cluster's pull, a file, the meter or OTLP never
+moves another source past hours it has not delivered (one cluster's outage never skips
+another's hours).
 The job asks its source for ``[that end, now floored to the hour)`` and stores the answer as
 one ``replace`` batch of that period. An hour the source had nothing for is asked again next
 time, until a later hour arrives. A store with nothing ingested of a kind has no "last":
@@ -135,33 +138,53 @@ def _store_usage(store: Store, rows: FrameUsage, period: Period, options: Option
 def _store_costs(
     store: Store, source: OpenCostSource, costs: pd.DataFrame, period: Period, options: Options
 ) -> Ingested:
-    return ingest_cost_table(store, costs, f"OpenCost API {source.url}", period=period,
+    return ingest_cost_table(store, costs, cost_origin(source), period=period,
                              mode=options.mode, actor=options.actor, dry_run=options.dry_run,
                              wait=options.wait)  # fmt: skip
 
 
-def last_ingested(engine: Engine, kind: Kind) -> pd.Timestamp | None:
-    """The end of the latest window held by a committed batch of ``kind`` (``None``: none)."""
+def cost_origin(source: OpenCostSource) -> str:
+    """The ``batch.source`` of costs pulled from ``source``'s OpenCost API."""
+    return f"OpenCost API {source.url}"
+
+
+def usage_origin(ruleset: RuleSet) -> str:
+    """The ``batch.source`` of usage pulled from ``ruleset``'s Prometheus."""
+    prometheus = ruleset.sources.prometheus if ruleset.sources is not None else None
+    return f"prometheus {prometheus.url}" if prometheus is not None else "prometheus"
+
+
+def last_ingested(engine: Engine, kind: Kind, source: str | None = None) -> pd.Timestamp | None:
+    """The end of the latest window held by a committed batch of ``kind`` (``None``: none);
+    of ``source``'s batches only when given (``batch.source``: one OpenCost or Prometheus URL),
+    so that another cluster's pull, a file, the meter or OTLP never moves this source's last
+    hour past hours it has not delivered."""
     b, c = table(Batch).c, table(BatchCell).c
     query = (
         select(func.max(c.window_end))
         .join_from(table(BatchCell), table(Batch), b.id == c.batch_id)
         .where(b.kind == kind.value, b.status == "committed")
     )
+    if source is not None:
+        query = query.where(b.source == source)
     with engine.connect() as connection:
         value = connection.execute(query).scalar()
     return None if value is None else pd.Timestamp(value).tz_convert("UTC")
 
 
-def pending_period(engine: Engine, kind: Kind, now: pd.Timestamp) -> Period | Skipped:
-    """The complete hours since the last ingested one, up to ``now`` floored to the hour."""
-    last = last_ingested(engine, kind)
+def pending_period(
+    engine: Engine, kind: Kind, now: pd.Timestamp, source: str | None = None
+) -> Period | Skipped:
+    """The complete hours since ``source``'s last ingested one, up to ``now`` floored to the
+    hour."""
+    last = last_ingested(engine, kind, source)
     if last is None:
         option = "--prometheus" if kind is Kind.USAGE else "--opencost-url URL"
+        what = f" from {source}" if source else ""
         raise InputError(
-            f"--since-last: no {kind.value} ingested yet, so there is no last hour; ingest the "
-            f"first period with `tenantcost ingest {kind.value} {option} --from T --to T` "
-            "(or --month M)"
+            f"--since-last: no {kind.value} ingested{what} yet, so there is no last hour; "
+            f"ingest the first period with `tenantcost ingest {kind.value} {option} --from T "
+            "--to T` (or --month M)"
         )
     end = now.tz_convert("UTC").floor("h")
     if last >= end:
@@ -185,7 +208,7 @@ def since_last(
     source with no rows for them is not an error: the hours are asked again next time."""
     done: list[Ingested | Skipped] = []
     if costs is not None:
-        period = pending_period(store.engine, Kind.COSTS, now)
+        period = pending_period(store.engine, Kind.COSTS, now, cost_origin(costs))
         if isinstance(period, Skipped):
             done.append(period)
         else:
@@ -194,7 +217,7 @@ def since_last(
                         _store_costs(store, costs, table_, period, options))  # fmt: skip
     if usage:
         assert ruleset is not None
-        period = pending_period(store.engine, Kind.USAGE, now)
+        period = pending_period(store.engine, Kind.USAGE, now, usage_origin(ruleset))
         if isinstance(period, Skipped):
             done.append(period)
         else:
