@@ -49,6 +49,17 @@ def token_for(db: list[str], role: str, name: str, clients: list[str] | None = N
     return create_token(engine, role, clients=clients or [], name=name, actor="tests")[0]
 
 
+def example_store(db: list[str], rates: bool = True) -> None:
+    """A new store (``--db URL --data DIR``) holding ``examples/currency``: its rules, usage
+    and costs, and its rates unless ``rates`` is false."""
+    cli("db", "upgrade", *db)
+    cli("rules", "load", str(EXAMPLE / "rules.yaml"), *db)
+    cli("ingest", "usage", "--usage", str(EXAMPLE / "usage.csv"), *db)
+    cli("ingest", "costs", "--costs", str(EXAMPLE / "costs.csv"), *db)
+    if rates:
+        cli("fx", "load", str(EXAMPLE / "rates.csv"), *db)
+
+
 def cli(*args: str, code: int = 0):
     done = runner.invoke(app, list(args))
     assert done.exit_code == code, done.output
@@ -58,10 +69,7 @@ def cli(*args: str, code: int = 0):
 def test_runs_convert_close_freezes_and_a_restatement_names_new_rates(tmp_path: Path):
     url = f"sqlite:///{tmp_path / 'store.db'}"
     db = ["--db", url, "--data", str(tmp_path / "data")]
-    cli("db", "upgrade", *db)
-    cli("rules", "load", str(EXAMPLE / "rules.yaml"), *db)
-    cli("ingest", "usage", "--usage", str(EXAMPLE / "usage.csv"), *db)
-    cli("ingest", "costs", "--costs", str(EXAMPLE / "costs.csv"), *db)
+    example_store(db, rates=False)
 
     refused = cli("run", "--month", MONTH, *db, code=2)  # presentation: EUR, no rates stored
     assert "converting USD into EUR" in refused.stderr and "fx load" in refused.stderr
@@ -163,11 +171,7 @@ def test_a_client_page_shows_the_issued_conversion_and_its_ledger(tmp_path: Path
     url = f"sqlite:///{tmp_path / 'store.db'}"
     data = str(tmp_path / "data")
     db = ["--db", url, "--data", data]
-    cli("db", "upgrade", *db)
-    cli("rules", "load", str(EXAMPLE / "rules.yaml"), *db)
-    cli("ingest", "usage", "--usage", str(EXAMPLE / "usage.csv"), *db)
-    cli("ingest", "costs", "--costs", str(EXAMPLE / "costs.csv"), *db)
-    cli("fx", "load", str(EXAMPLE / "rates.csv"), *db)
+    example_store(db)
     cli("catalog", "load", str(EXAMPLE / "catalog.csv"), *db)  # acme EUR, bravo GBP
     budget = tmp_path / "budget.csv"  # acme's band in EUR: 138.63 EUR is within, 150 USD not
     budget.write_text("client,low,expected,high,currency\nacme,130,135,140,EUR\n")
@@ -275,11 +279,7 @@ def test_revenue_in_each_clients_currency_meets_costs_at_the_months_rate(
     assert in_usd["bravo"][0] == round(250_000_000 * cross)
 
     db = ["--db", store_url, "--data", str(tmp_path / "data")]
-    cli("db", "upgrade", *db)
-    cli("rules", "load", str(EXAMPLE / "rules.yaml"), *db)
-    cli("ingest", "usage", "--usage", str(EXAMPLE / "usage.csv"), *db)
-    cli("ingest", "costs", "--costs", str(EXAMPLE / "costs.csv"), *db)
-    cli("fx", "load", str(EXAMPLE / "rates.csv"), *db)
+    example_store(db)
     ran = json.loads(cli("run", "--month", MONTH, "--format", "json", *db).stdout)
     assert [c["currency"] for c in ran["conversions"]] == ["EUR"]  # presentation: only
     cli("catalog", "load", str(EXAMPLE / "catalog.csv"), *db)  # bravo's GBP: run again
@@ -323,11 +323,7 @@ def test_a_budget_in_the_clients_currency_is_watched_at_the_months_rates(tmp_pat
     (the mean of the four published rates), exactly, rounded once, and compares that; bravo's
     band stays in the ledger. A bad currency cell is one line, exit 2."""
     db = ["--db", f"sqlite:///{tmp_path / 'store.db'}", "--data", str(tmp_path / "data")]
-    cli("db", "upgrade", *db)
-    cli("rules", "load", str(EXAMPLE / "rules.yaml"), *db)
-    cli("ingest", "usage", "--usage", str(EXAMPLE / "usage.csv"), *db)
-    cli("ingest", "costs", "--costs", str(EXAMPLE / "costs.csv"), *db)
-    cli("fx", "load", str(EXAMPLE / "rates.csv"), *db)
+    example_store(db)
     budget = tmp_path / "budget.csv"
     budget.write_text("client,low,expected,high,currency\nacme,130,135,140,EUR\n"
                       "bravo,100,110,115,\n")  # fmt: skip
@@ -466,11 +462,7 @@ def test_a_client_currency_the_rates_cannot_reach_never_stops_the_month(tmp_path
     is skipped by the run with one warning line (its client stays in the ledger), and the
     month still closes, from that same run."""
     db = ["--db", f"sqlite:///{tmp_path / 'store.db'}", "--data", str(tmp_path / "data")]
-    cli("db", "upgrade", *db)
-    cli("rules", "load", str(EXAMPLE / "rules.yaml"), *db)
-    cli("ingest", "usage", "--usage", str(EXAMPLE / "usage.csv"), *db)
-    cli("ingest", "costs", "--costs", str(EXAMPLE / "costs.csv"), *db)
-    cli("fx", "load", str(EXAMPLE / "rates.csv"), *db)
+    example_store(db)
     catalog = tmp_path / "catalog.csv"
     catalog.write_text("client,currency\nacme,CHF\nbravo,\n")
     cli("catalog", "load", str(catalog), *db)
@@ -502,11 +494,7 @@ def test_an_issued_statement_renders_in_another_currency_as_its_run_converted_it
     the files; rates loaded later change no byte of it; a currency the run did not convert
     into is one line, exit 2."""
     db = ["--db", store_url, "--data", str(tmp_path / "data")]
-    cli("db", "upgrade", *db)
-    cli("rules", "load", str(EXAMPLE / "rules.yaml"), *db)
-    cli("ingest", "usage", "--usage", str(EXAMPLE / "usage.csv"), *db)
-    cli("ingest", "costs", "--costs", str(EXAMPLE / "costs.csv"), *db)
-    cli("fx", "load", str(EXAMPLE / "rates.csv"), *db)
+    example_store(db)
     cli("catalog", "load", str(EXAMPLE / "catalog.csv"), *db)  # bravo's currency: GBP
     cli("close", "--month", MONTH, "--allow-incomplete", *db)
     at = ["--generated-at", "2026-12-01T00:00:00Z", "--format", "html"]

@@ -120,40 +120,21 @@ def sheet_body(
     kept in both when the revision is issued). In another ``currency`` than the ledger's
     (:func:`sheet_currency`), kept in this process only: the store keeps what the client
     was issued, and the background rendering prepares that."""
-    if currency is not None:
-        return _converted_body(engine, source, client, fmt, data, currency)
-    stored = store_key(engine, source)
-    version = stored.version if stored is not None else ""
-    key = (f"{source.run_id}/{source.revision}{_compared(engine, source)}/{version}", client, fmt)
-    body = _cached(key) if stored is not None else None
+    issued = store_key(engine, source)
+    version = issued.version if issued is not None else ""
+    shown = f"/{currency}" if currency else ""
+    key = (f"{source.run_id}/{source.revision}{_compared(engine, source)}/{version}{shown}",
+           client, fmt)  # fmt: skip
+    stored = issued if currency is None else None  # the store keeps the issued ones only
+    body = _cached(key) if issued is not None else None
     if body is None and stored is not None:
         body = cached(engine, stored, client, fmt)
     if body is None:
-        body = _render(engine, source, client, fmt, data, SheetView.CLIENT)
-        if stored is not None:
-            _keep(engine, stored, client, fmt, body)
-    if stored is not None:
-        _remember(key, body)
-    return body
-
-
-def _converted_body(
-    engine: Engine,
-    source: MonthSource,
-    client: str,
-    fmt: str,
-    data: DataDir | None,
-    currency: str,
-) -> bytes:
-    stored = store_key(engine, source)
-    version = stored.version if stored is not None else ""
-    key = (f"{source.run_id}/{source.revision}{_compared(engine, source)}/{version}/{currency}",
-           client, fmt)  # fmt: skip
-    body = _cached(key) if stored is not None else None
-    if body is None:
         body = _render(engine, source, client, fmt, data, SheetView.CLIENT, currency)
         if stored is not None:
-            _remember(key, body)
+            _keep(engine, stored, client, fmt, body)
+    if issued is not None:
+        _remember(key, body)
     return body
 
 

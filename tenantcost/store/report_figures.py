@@ -222,21 +222,29 @@ def _period_lines(lines: pd.DataFrame, period: Period) -> pd.DataFrame:
     return lines.sort_values(["client", "kind", "source"], kind="mergesort").reset_index(drop=True)
 
 
-def _items(workloads: pd.DataFrame, frame: Frame, period: Period) -> pd.DataFrame:
+def _items(
+    workloads: pd.DataFrame, frame: Frame, period: Period, extra: tuple[str, ...] = ()
+) -> pd.DataFrame:
+    """One result table's rows of ``run_workload`` (``extra``: more columns kept beside, a
+    conversion's ``ledger_amount``)."""
     rows = workloads[workloads["frame"] == frame.value]
     rows = rows.assign(window_start=period.start, window_end=period.end)
     return (
-        rows[ITEM_COLUMNS]
-        .astype({**dict.fromkeys(WORKLOAD_KEYS, "str"), "amount": "int64"})
+        rows[[*ITEM_COLUMNS, *extra]]
+        .astype({**dict.fromkeys(WORKLOAD_KEYS, "str"), **dict.fromkeys(
+            ("amount", *extra), "int64")})
         .reset_index(drop=True)
-    )
+    )  # fmt: skip
 
 
-def _unattributed(rows: pd.DataFrame) -> pd.DataFrame:
+def _unattributed(rows: pd.DataFrame, extra: tuple[str, ...] = ()) -> pd.DataFrame:
+    """``run_unattributed`` rows as the result's table, sorted (``extra``: more int64
+    columns kept with their rows, a conversion's ``ledger_amount``)."""
     for column in ("window_start", "window_end"):
         rows[column] = pd.to_datetime(rows[column], utc=True)
     return (
-        rows[UNATTRIBUTED_COLUMNS].astype(UNATTRIBUTED_DTYPES)
+        rows[[*UNATTRIBUTED_COLUMNS, *extra]]
+        .astype({**UNATTRIBUTED_DTYPES, **dict.fromkeys(extra, "int64")})
         .sort_values(["window_start", "source", "cause"], kind="mergesort")
         .reset_index(drop=True)
     )  # fmt: skip
@@ -390,12 +398,11 @@ def load_converted(connection: Connection, stored: StoredResult, currency: str) 
                                                            currency))  # fmt: skip
     workloads = workloads.rename(columns={"class_": "class"})
     period = ledger.period
-    items = {f: _items(workloads, f, period).assign(ledger_amount=_items(
-        workloads.assign(amount=workloads["ledger_amount"]), f, period)["amount"])
-        for f in Frame}  # fmt: skip
-    unattributed = _converted_frame(connection, RunFxUnattributed, run_id, currency)
-    ledger_unattributed = unattributed["ledger_amount"].astype("int64").to_numpy()
-    unattributed = _unattributed(unattributed).assign(ledger_amount=ledger_unattributed)
+    kept = ("ledger_amount",)  # each row's ledger amount travels with it through the sort
+    items = {f: _items(workloads, f, period, kept) for f in Frame}
+    unattributed = _unattributed(
+        _converted_frame(connection, RunFxUnattributed, run_id, currency), kept
+    )
     reference_total, document = found[currency]
     parts = reference_parts(ledger, reference_total)
     if document.get("policy") == "daily":
