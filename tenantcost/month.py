@@ -16,6 +16,8 @@ match it); the CLI and readers call :func:`parse_month`, which raises the projec
 from __future__ import annotations
 
 import re
+from datetime import datetime
+from enum import StrEnum
 
 from tenantcost.errors import InputError
 from tenantcost.limits import FIRST_MONTH, LAST_MONTH
@@ -43,3 +45,22 @@ def parse_month(text: str, what: str = "--month") -> str:
             f"{what}: month '{text}' is outside the accepted range {FIRST_MONTH} .. {LAST_MONTH}"
         )
     return text
+
+
+class RelativeMonth(StrEnum):
+    """The words a scheduled job writes instead of a month (``watch --month current``,
+    ``close --month previous``): a CronJob's command line is fixed, its month is not."""
+
+    CURRENT = "current"
+    PREVIOUS = "previous"
+
+
+def resolve_month(text: str, now: datetime, what: str = "--month") -> str:
+    """``text`` as :func:`parse_month` reads it, or ``current`` / ``previous``: the UTC month
+    of ``now`` (an aware time) or the one before it."""
+    if text in tuple(RelativeMonth):
+        year, month = now.year, now.month
+        if text == RelativeMonth.PREVIOUS:
+            year, month = (year - 1, 12) if month == 1 else (year, month - 1)
+        return parse_month(f"{year:04d}-{month:02d}", what)
+    return parse_month(text, what)

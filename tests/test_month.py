@@ -20,7 +20,7 @@ from tenantcost.cli import app
 from tenantcost.errors import InputError
 from tenantcost.instants import parse_instant, parse_instants
 from tenantcost.limits import FIRST_MONTH, LAST_MONTH
-from tenantcost.month import MONTH_PATTERN, is_month, parse_month
+from tenantcost.month import MONTH_PATTERN, is_month, parse_month, resolve_month
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "saas-three-clients"
 INPUTS = ("--costs", str(EXAMPLE / "costs.json"), "--config", str(EXAMPLE / "rules.yaml"))
@@ -83,6 +83,31 @@ def _assert_one_line(done, *words: str) -> None:
     assert done.stderr.startswith("error: ") and "Traceback" not in done.output
     for word in words:
         assert word in done.stderr, (word, done.stderr)
+
+
+def test_scheduled_jobs_name_the_current_and_the_previous_month(tmp_path: Path) -> None:
+    """A CronJob's command line is fixed: `watch --month current`, `close --month previous`."""
+    from datetime import UTC, datetime
+
+    january = datetime(2027, 1, 1, 0, 30, tzinfo=UTC)
+    assert resolve_month("current", january) == "2027-01"
+    assert resolve_month("previous", january) == "2026-12"
+    assert resolve_month("previous", datetime(2026, 11, 30, 23, tzinfo=UTC)) == "2026-10"
+    assert resolve_month("2026-05", january) == "2026-05"
+    with pytest.raises(InputError, match="--month: expected YYYY-MM, got 'last'"):
+        resolve_month("last", january)
+    runner = CliRunner()
+    db = ("--db", f"sqlite:///{tmp_path / 'tc.db'}", "--data", str(tmp_path / "data"))
+    assert runner.invoke(app, ["db", "upgrade", *db]).exit_code == 0
+    loaded = runner.invoke(app, ["rules", "load", str(EXAMPLE / "rules.yaml"), *db])
+    assert loaded.exit_code == 0, loaded.output
+    watched = runner.invoke(app, ["watch", "--month", "current", "--as-of",
+                                  "2026-11-15T10:00:00Z", "--format", "json", *db])  # fmt: skip
+    assert watched.exit_code == 0, watched.output
+    assert '"month": "2026-11"' in watched.stdout
+    closed = runner.invoke(app, ["close", "--month", "previous", *db])
+    previous = resolve_month("previous", datetime.now(UTC))
+    assert closed.exit_code != 0 and previous in closed.stderr, closed.output
 
 
 def test_commands_refuse_months_and_times_outside_the_range_with_one_line(

@@ -304,3 +304,25 @@ def test_since_last_mistakes(store, tmp_path):
     assert "ingest --since-last" in bare.output
     bad_now = cli(store, "ingest", "--since-last", "--now", "yesterday")
     assert bad_now.exit_code == 2 and "--now: not an ISO 8601 time" in bad_now.stderr
+
+
+def test_since_last_lookback_starts_and_re_reads_recent_hours(store):
+    """The chart's hourly pull (`--lookback 6`): a source never pulled starts 6 hours back, a
+    later run asks for its last 6 complete hours again (plus any missed since), and the store
+    holds each hour once (a `replace` batch of the same hours changes nothing)."""
+    with running(GeneratedScenario()) as server:
+        first_now = z(T0 + 6 * HOUR + pd.Timedelta(minutes=5))
+        first = cli(store, "ingest", "--since-last", "--opencost-url", server.url,
+                    "--lookback", "6", "--now", first_now)  # fmt: skip
+        assert first.exit_code == 0, first.output
+        assert f"windows {z(T0)} to {z(T0 + 6 * HOUR)}" in first.stdout
+        later_now = z(T0 + 9 * HOUR + pd.Timedelta(minutes=5))
+        later = cli(store, "ingest", "--since-last", "--opencost-url", server.url,
+                    "--lookback", "6", "--now", later_now)  # fmt: skip
+        assert later.exit_code == 0, later.output
+        assert server.requests[-1].params["window"] == f"{z(T0 + 3 * HOUR)},{z(T0 + 9 * HOUR)}"
+        costs = stored_cost_frame(store, Period(T0, T0 + 9 * HOUR))
+        assert costs["window_start"].nunique() == 9
+        assert abs(costs["total_cost"].sum() - expected_costs(server, T0, T0 + 9 * HOUR)) < 1e-9
+    misplaced = runner.invoke(app, ["ingest", "--lookback", "6", "costs"])
+    assert misplaced.exit_code == 2 and "belong to `ingest --since-last`" in misplaced.stderr

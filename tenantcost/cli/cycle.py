@@ -158,7 +158,14 @@ def _print_usage_totals(data: str, resolved: StoreSettings, month: str | None, f
 
 @_register(app, "close")
 def close_command(
-    month: Annotated[str, typer.Option("--month", help="The calendar month YYYY-MM to close.")],
+    month: Annotated[
+        str,
+        typer.Option(
+            "--month",
+            help="The calendar month YYYY-MM to close, or `previous` (the UTC month before "
+            "now: a monthly scheduled close).",
+        ),
+    ],
     allow_incomplete: Annotated[
         bool,
         typer.Option(
@@ -184,6 +191,9 @@ def close_command(
     """Issue the next revision (1 at first) of every client's statement and close the month:
     later ingests and rule loads that would change it are refused until `reopen`. A close
     that would change nothing revision N issued is refused unless --force."""
+    from datetime import UTC, datetime
+
+    from tenantcost.month import resolve_month
     from tenantcost.store.actor import os_actor
     from tenantcost.store.cycle import close_month
     from tenantcost.store.data import DataDir, Store
@@ -191,7 +201,7 @@ def close_command(
     from tenantcost.store.schema import current_store
     from tenantcost.store.settings import resolve_settings
 
-    _month(month)
+    month = resolve_month(month, datetime.now(UTC))
     resolved = resolve_settings(db, data, settings)
     with current_store(resolved) as engine:
         store = Store(engine, DataDir(resolved.require_data()))

@@ -408,6 +408,18 @@ def _ingest_group(
     ] = False,
     opencost_url: IngestOpenCostOpt = None,
     prometheus: PrometheusOpt = False,
+    lookback: Annotated[
+        int,
+        typer.Option(
+            "--lookback",
+            min=0,
+            max=24 * 31,
+            metavar="HOURS",
+            help="With --since-last: ask for the last HOURS complete hours again too (the "
+            "source's late revisions are taken, idempotently), and start HOURS back when "
+            "nothing was ingested from the source yet (the Helm chart's CronJob: 6).",
+        ),
+    ] = 0,
     config: IngestConfigOpt = None,
     now: Annotated[
         str | None,
@@ -419,7 +431,8 @@ def _ingest_group(
     wait: WaitOpt = 0.0,
 ) -> None:
     """Raw usage and costs into the store (``--since-last``: the hourly job)."""
-    given = since_last or opencost_url or prometheus or config or now or db or data or settings
+    given = (since_last or opencost_url or prometheus or lookback or config or now or db
+             or data or settings)  # fmt: skip
     if ctx.invoked_subcommand is not None:
         if given or wait:
             sub = ctx.invoked_subcommand
@@ -429,7 +442,7 @@ def _ingest_group(
     if not since_last:
         raise_input("give a sub-command (`ingest usage`, `ingest costs`, `ingest billing`) or "
                     "--since-last")  # fmt: skip
-    _since_last(opencost_url, prometheus, config, now, db, data, settings, wait)
+    _since_last(opencost_url, prometheus, lookback, config, now, db, data, settings, wait)
 
 
 _ingest_group_command = ingest_app.registered_callback
@@ -440,6 +453,7 @@ _ingest_group_command.callback = user_errors(locked_exits_4(_ingest_group))
 def _since_last(
     opencost_url: str | None,
     prometheus: bool,
+    lookback: int,
     config: Path | None,
     now: str | None,
     db: str | None,
@@ -473,7 +487,8 @@ def _since_last(
                         "--prometheus, or set sources.opencost.url or sources.prometheus in "
                         "the rule file")  # fmt: skip
         done = live.since_last(store, ruleset=ruleset, usage=usage, costs=costs, now=at,
-                               options=live.Options("replace", os_actor(), wait=wait))  # fmt: skip
+                               options=live.Options("replace", os_actor(), wait=wait),
+                               lookback=lookback)  # fmt: skip
     for item in done:
         if not isinstance(item, live.Skipped):
             _warn(item)

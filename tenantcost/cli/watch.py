@@ -28,7 +28,14 @@ if TYPE_CHECKING:
 
 @_register(app, "watch")
 def watch_command(
-    month: Annotated[str, typer.Option("--month", help="The calendar month YYYY-MM to watch.")],
+    month: Annotated[
+        str,
+        typer.Option(
+            "--month",
+            help="The calendar month YYYY-MM to watch, or `current` (the UTC month of "
+            "--as-of: an hourly scheduled watch).",
+        ),
+    ],
     as_of: Annotated[
         str | None,
         typer.Option(
@@ -54,17 +61,17 @@ def watch_command(
     per client and source, rule changes and data warnings; recorded for the service."""
     from tenantcost.cli.economics import parse_as_of
     from tenantcost.cli.run import check_format
+    from tenantcost.month import resolve_month
     from tenantcost.store.actor import os_actor
     from tenantcost.store.data import DataDir, Store
     from tenantcost.store.schema import current_store
     from tenantcost.store.settings import resolve_settings
     from tenantcost.store.watch_run import watch_month
-    from tenantcost.windows import Period
     from tenantcost.writers.watch_text import watch_table
 
     check_format(fmt, ("table", "json"))
-    Period.month(month)
     at = parse_as_of(as_of)
+    month = resolve_month(month, at.to_pydatetime())
     resolved = resolve_settings(db, data, settings)
     if notify and resolved.alerts is None:
         from tenantcost.store.notify import MISSING_SECTION

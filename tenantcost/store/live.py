@@ -173,20 +173,26 @@ def last_ingested(engine: Engine, kind: Kind, source: str | None = None) -> pd.T
 
 
 def pending_period(
-    engine: Engine, kind: Kind, now: pd.Timestamp, source: str | None = None
+    engine: Engine, kind: Kind, now: pd.Timestamp, source: str | None = None, lookback: int = 0
 ) -> Period | Skipped:
     """The complete hours since ``source``'s last ingested one, up to ``now`` floored to the
-    hour."""
+    hour; with ``lookback``, at least the last ``lookback`` complete hours too (asked again: a
+    source that revises its recent hours, such as OpenCost while Prometheus catches up, is
+    re-read, and the ``replace`` batch makes that idempotent), and a source never ingested
+    starts ``lookback`` hours back instead of needing a first period by hand."""
     last = last_ingested(engine, kind, source)
+    end = now.tz_convert("UTC").floor("h")
+    if lookback > 0:
+        start = end - pd.Timedelta(hours=lookback)
+        return Period(start if last is None else min(last, start), end)
     if last is None:
         option = "--prometheus" if kind is Kind.USAGE else "--opencost-url URL"
         what = f" from {source}" if source else ""
         raise InputError(
             f"--since-last: no {kind.value} ingested{what} yet, so there is no last hour; "
             f"ingest the first period with `tenantcost ingest {kind.value} {option} --from T "
-            "--to T` (or --month M)"
+            "--to T` (or --month M), or give --lookback HOURS"
         )
-    end = now.tz_convert("UTC").floor("h")
     if last >= end:
         return Skipped(kind, f"{kind.value}: up to date (last window ends "
                              f"{iso_z_seconds(last)}, last complete hour ends "
@@ -202,13 +208,14 @@ def since_last(
     costs: OpenCostSource | None,
     now: pd.Timestamp,
     options: Options,
+    lookback: int = 0,
 ) -> list[Ingested | Skipped]:
     """The hourly job: costs (when ``costs``), then usage (when ``usage``, from
     ``ruleset``'s Prometheus), each for its complete hours since the last ingested one. A
     source with no rows for them is not an error: the hours are asked again next time."""
     done: list[Ingested | Skipped] = []
     if costs is not None:
-        period = pending_period(store.engine, Kind.COSTS, now, cost_origin(costs))
+        period = pending_period(store.engine, Kind.COSTS, now, cost_origin(costs), lookback)
         if isinstance(period, Skipped):
             done.append(period)
         else:
@@ -217,7 +224,7 @@ def since_last(
                         _store_costs(store, costs, table_, period, options))  # fmt: skip
     if usage:
         assert ruleset is not None
-        period = pending_period(store.engine, Kind.USAGE, now, usage_origin(ruleset))
+        period = pending_period(store.engine, Kind.USAGE, now, usage_origin(ruleset), lookback)
         if isinstance(period, Skipped):
             done.append(period)
         else:
