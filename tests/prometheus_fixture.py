@@ -214,11 +214,19 @@ def serve(
     *,
     web_config: str | None = None,
     probe_auth: tuple[str, str] | None = None,
+    scrape: list[str] | None = None,
 ) -> Iterator[tuple[str, list[str]]]:
-    """Run ``prometheus`` on ``data`` until the block exits; yields (url, command line)."""
+    """Run ``prometheus`` on ``data`` until the block exits; yields (url, command line).
+    ``scrape``: ``host:port`` targets whose ``/metrics`` it scrapes every second."""
     prometheus = require_binary("prometheus")
     config = workdir / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 1m\nscrape_configs: []\n", encoding="utf-8")
+    if scrape:
+        targets = ", ".join(f'"{t}"' for t in scrape)
+        job = f"  - job_name: tenantcost\n    static_configs: [{{targets: [{targets}]}}]\n"
+        text = f"global:\n  scrape_interval: 1s\nscrape_configs:\n{job}"
+        config.write_text(text, encoding="utf-8")
+    else:
+        config.write_text("global:\n  scrape_interval: 1m\nscrape_configs: []\n", encoding="utf-8")
     port = free_port()
     command = [
         prometheus,

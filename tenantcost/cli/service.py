@@ -181,6 +181,19 @@ SeedOpt = Annotated[
     typer.Option("--seed", min=0, help="With --demo: another company (default: a fixed seed)."),
 ]
 HostOpt = Annotated[str, typer.Option("--host", help="Address to listen on.")]
+MetricsPortOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--metrics-port",
+        min=1,
+        max=65535,
+        metavar="PORT",
+        help="Serve Prometheus metrics at /metrics on this port too, without authentication "
+        "(requests per route and status with their latency, every worker summed; ingests, "
+        "last successful ingest per source, runs, closes, alerts and month states from the "
+        "store). Default: off.",
+    ),
+]
 
 
 @_register(app, "serve")
@@ -195,6 +208,7 @@ def serve_command(
     max_body: MaxBodyOpt = 33_554_432,
     demo: DemoOpt = False,
     seed: SeedOpt = None,
+    metrics_port: MetricsPortOpt = None,
 ) -> None:
     """Serve the store over HTTP: the JSON API (/api/v1, docs at /docs) and the pages.
 
@@ -207,11 +221,15 @@ def serve_command(
     os.environ[ENV_MAX_RECORDS] = str(max_records)
     os.environ[ENV_MAX_BODY] = str(max_body)
     _check_port(host, port)
+    if metrics_port is not None:
+        if metrics_port == port:
+            raise InputError(f"--metrics-port {port} is --port too: give another port")
+        _check_port(host, metrics_port)
     if seed is not None and not demo:
         raise InputError("--seed picks the demo's company: give it with --demo")
     if not demo:
         _export_store_settings(db, data, settings)
-        _run_uvicorn(host, port, workers)
+        _run_uvicorn(host, port, workers, metrics_port)
         return
     if db is not None or data is not None or settings is not None:
         raise InputError(
@@ -227,7 +245,7 @@ def serve_command(
         prepared = prepare_demo(Path(folder), seed)
         os.environ.update(prepared.environ())
         typer.echo(prepared.announce(host, port))
-        _run_uvicorn(host, port, workers)
+        _run_uvicorn(host, port, workers, metrics_port)
 
 
 def _check_port(host: str, port: int) -> None:
@@ -271,10 +289,24 @@ def _export_store_settings(db: str | None, data: str | None, settings: Path | No
     typer.echo(f"serving {resolved.display_db} (API docs at /docs)", err=True)
 
 
-def _run_uvicorn(host: str, port: int, workers: int) -> None:
-    """uvicorn with the app factory: each worker process builds its own app and engine."""
+def _run_uvicorn(host: str, port: int, workers: int, metrics_port: int | None = None) -> None:
+    """uvicorn with the app factory: each worker process builds its own app and engine. With
+    ``metrics_port``, a fresh multiprocess folder is exported first (the workers inherit it
+    and count into it) and this process serves ``/metrics`` (:mod:`tenantcost.service.
+    metrics`)."""
+    import tempfile
+
     import uvicorn
 
+    if metrics_port is not None:
+        from tenantcost.service.config import settings_from_environment
+        from tenantcost.service.metrics import MULTIPROC_ENV, start_exporter
+        from tenantcost.store.engine import open_engine
+
+        folder = tempfile.TemporaryDirectory(prefix="tenantcost-metrics-")
+        os.environ[MULTIPROC_ENV] = folder.name
+        start_exporter(host, metrics_port, open_engine(settings_from_environment().store))
+        typer.echo(f"metrics at http://{host}:{metrics_port}/metrics", err=True)
     uvicorn.run(
         "tenantcost.service.app:app_from_environment",
         factory=True,

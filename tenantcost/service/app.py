@@ -12,7 +12,9 @@ module the application is the API alone.
 
 Two pure ASGI middlewares wrap everything: :class:`~tenantcost.service.headers.SecurityHeaders`
 (outermost: every answer gets its route kind's headers, a 413 included) and
-:class:`~tenantcost.service.body_limit.BodyLimit` (``serve --max-body``).
+:class:`~tenantcost.service.body_limit.BodyLimit` (``serve --max-body``); with ``serve
+--metrics-port``, :class:`~tenantcost.service.metrics.RequestMetrics` between them counts
+every answer, a 413 included.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ RenderDenied = Callable[[Request, Denied], Response]
 
 def create_app(settings: ServiceSettings) -> FastAPI:
     """The service over the store ``settings`` names (its schema must be current)."""
-    from tenantcost.service import allocator, api, docs, otlp, usage
+    from tenantcost.service import allocator, api, docs, metrics, otlp, usage
     from tenantcost.service.body_limit import BodyLimit
     from tenantcost.service.headers import SecurityHeaders
     from tenantcost.store.data import DataDir, Store
@@ -85,6 +87,8 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     docs_scripts = docs.install(app)
     _install_pages(app, settings)
     app.add_middleware(BodyLimit, max_body=settings.max_body)
+    if metrics.enabled():  # serve --metrics-port: counted around everything but the headers
+        app.add_middleware(metrics.RequestMetrics)
     app.add_middleware(SecurityHeaders, docs_scripts=docs_scripts)  # outermost
     return app
 
