@@ -22,8 +22,8 @@ is not in the dataset is always kept.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -86,6 +86,16 @@ class Source:
     fmt: Literal["csv", "parquet"]
     names: dict[str, str]
     types: dict[str, str]
+    shown_as: tuple[tuple[str, str], ...] = ()
+    """(local prefix, name) pairs: a file copied from object storage is named by its URL in
+    ``x_file`` (stored rows, messages), never by its temporary copy."""
+
+    def file_name(self) -> str:
+        """SQL of ``x_file``: the scanned file's name, as shown."""
+        name = "CAST(x_src_file AS VARCHAR)"
+        for local, shown in self.shown_as:
+            name = f"replace({name}, {literal(local)}, {literal(shown)})"
+        return name
 
     def relation(self) -> str:
         """The scan, with ``x_src_file`` and ``x_src_row``: as every reader counts rows, a CSV
@@ -158,7 +168,7 @@ class Stage:
         columns.append(f"CASE {problem} END AS x_cell_problem" if problem
                        else "CAST(NULL AS VARCHAR) AS x_cell_problem")  # fmt: skip
         return (
-            "SELECT CAST(x_src_file AS VARCHAR) AS x_file, CAST(x_src_row AS BIGINT) AS x_row, "
+            f"SELECT {source.file_name()} AS x_file, CAST(x_src_row AS BIGINT) AS x_row, "
             + ", ".join(columns)
             + f" FROM {self._scan(source)}"
         )
@@ -569,12 +579,14 @@ def open_billing(
     currency: str,
     focus_allocations: FocusAllocations = "origin",
     check: bool = True,
+    shown_as: Mapping[str, str] | None = None,
 ) -> BillingData:
     """Billing files and folders as the canonical view on ``con``, validated (module doc).
 
     ``check=False`` leaves the whole-data pass to the caller (:func:`check_billing`), for a
     caller whose own scan counts ``x_problem`` of ``checked_view``: one pass instead of two
     over millions of rows. The files, their columns and their headers are checked either way.
+    ``shown_as``: local copies' prefixes and the URLs they name (:attr:`Source.shown_as`).
     """
     if isinstance(paths, str | Path):
         paths = [paths]
@@ -582,7 +594,8 @@ def open_billing(
         raise InputError("no billing input given")
     origin = describe_paths(paths)
     files = billing_files(paths)
-    scans = sources(con, files)
+    pairs = tuple(sorted((shown_as or {}).items(), key=lambda kv: -len(kv[0])))
+    scans = [replace(scan, shown_as=pairs) for scan in sources(con, files)]
     stages = [(source, stage_for(source)) for source in scans]
     view, stage, split = _create_views(con, stages, focus_allocations)
     try:

@@ -93,24 +93,32 @@ def ingest_billing(
     """Ingest billing files and folders as one batch (the module docstring). A line repeating
     another exactly (every column, within all ``paths``) is refused unless ``keep_duplicates``
     (:mod:`tenantcost.readers.billing_duplicates`)."""
-    from tenantcost.readers.billing import open_billing, read_error
+    from dataclasses import replace
+
+    from tenantcost.readers.billing import SUFFIXES, describe_paths, open_billing, read_error
     from tenantcost.readers.billing_duplicates import find_duplicate
+    from tenantcost.readers.object_storage import fetched
     from tenantcost.store.month_inputs import stored_rules
 
     ruleset = stored_rules(store.engine).ruleset  # the currency the billing data must be in
     allocations = ruleset.billing.focus_allocations if ruleset.billing is not None else "origin"
     con = _connect()
-    data = open_billing([str(p) for p in paths], con, currency=ruleset.currency,
-                        focus_allocations=allocations)  # fmt: skip
-    if not keep_duplicates:
+    with fetched(paths, SUFFIXES) as local:  # object storage URLs: read from local copies
         try:
-            duplicate = find_duplicate(con, data.sources)
-        except duckdb.Error as exc:
-            raise read_error(con, data.sources, exc, data.origin) from None
-        if duplicate is not None:
-            raise duplicate
-    return ingest_billing_views(store, data, con, actor=actor, dry_run=dry_run, wait=wait,
-                                in_transaction=in_transaction)  # fmt: skip
+            data = open_billing(local.paths, con, currency=ruleset.currency,
+                                focus_allocations=allocations, shown_as=local.copies)  # fmt: skip
+            data = replace(data, origin=describe_paths(paths))  # the URLs, not the copies
+            if not keep_duplicates:
+                try:
+                    duplicate = find_duplicate(con, data.sources)
+                except duckdb.Error as exc:
+                    raise read_error(con, data.sources, exc, data.origin) from None
+                if duplicate is not None:
+                    raise duplicate
+            return ingest_billing_views(store, data, con, actor=actor, dry_run=dry_run,
+                                        wait=wait, in_transaction=in_transaction)  # fmt: skip
+        except InputError as exc:
+            raise local.restore(exc) from exc.__cause__
 
 
 def ingest_billing_views(
