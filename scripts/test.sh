@@ -21,6 +21,11 @@ command -v pdftotext >/dev/null 2>&1 || need_apt+=(poppler-utils)
 python3 -c "import ensurepip, venv" >/dev/null 2>&1 || need_apt+=(python3-venv)
 # The accessibility browser test injects npm's axe-core (tests/a11y/package.json) into Chromium.
 command -v npm >/dev/null 2>&1 || need_apt+=(npm)
+# tests/test_image.py builds the Dockerfile's image and runs it with podman (runc), on a base
+# that mmdebstrap makes from Debian's packages (no image registry needed).
+command -v podman >/dev/null 2>&1 || need_apt+=(podman)
+command -v runc >/dev/null 2>&1 || need_apt+=(runc)
+command -v mmdebstrap >/dev/null 2>&1 || need_apt+=(mmdebstrap)
 if ((${#need_apt[@]})); then
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   echo "installing Debian packages: ${need_apt[*]}"
