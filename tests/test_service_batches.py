@@ -36,7 +36,7 @@ class Served:
     """The uid of the daily usage batch that hourly costs made unusable."""
 
     def call(self, method: str, path: str, role: str = "finance", **kwargs: Any) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {self.tokens[role]}"}
+        headers = {"Authorization": f"Bearer {self.tokens[role]}", **kwargs.pop("headers", {})}
         return httpx.request(method, self.service.url + path, headers=headers, timeout=120,
                              **kwargs)  # fmt: skip
 
@@ -137,3 +137,15 @@ def test_only_finance_and_admin_list_and_withdraw(served: Served) -> None:
         assert served.call("POST", f"/api/v1/batches/{served.daily}/withdraw", role,
                            json={"reason": "x"}).status_code == 403  # fmt: skip
     assert served.call("GET", "/api/v1/batches", params={"month": "2026-13"}).status_code == 422
+
+
+def test_a_non_finite_number_in_a_body_is_a_422(served: Served) -> None:
+    """JSON's Infinity, NaN and 1e999 parse as Python floats; FastAPI's 422 echoed them in a
+    body that cannot be JSON, and the answer was a 500."""
+    withdraw = f"/api/v1/batches/{served.daily}/withdraw"
+    for body, echoed in ((b"[Infinity]", ["Infinity"]), (b'{"reason": NaN}', "NaN"),
+                         (b'{"reason": -1e999}', "-Infinity")):  # fmt: skip
+        done = served.call("POST", withdraw, content=body,
+                           headers={"content-type": "application/json"})  # fmt: skip
+        assert done.status_code == 422, (body, done.text)
+        assert done.json()["detail"][0]["input"] == echoed

@@ -176,7 +176,7 @@ def test_since_last_prometheus_ingests_the_complete_hours_since_the_last(
     assert first.stderr == (
         f"error: --since-last: no usage ingested from prometheus {prometheus.url} yet, so there "
         "is no last hour; ingest the first period with `tenantcost ingest usage --prometheus "
-        "--from T --to T` (or --month M)\n"
+        "--from T --to T` (or --month M), or give --lookback HOURS\n"
     )
     six = T0 + 6 * HOUR
     assert cli(store, "ingest", "usage", "--prometheus", "--from", z(T0), "--to",

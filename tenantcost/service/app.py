@@ -24,12 +24,13 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
 from tenantcost import __version__
 from tenantcost.service.auth import Denied, denied_response
 from tenantcost.service.config import ServiceSettings, settings_from_environment
-from tenantcost.service.problems import Problem, problem_response
+from tenantcost.service.problems import Problem, invalid_request_response, problem_response
 
 API_PREFIX = "/api/"
 
@@ -80,6 +81,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     app.state.render_denied = None
     app.add_exception_handler(Denied, _on_denied)
     app.add_exception_handler(Problem, problem_response)
+    app.add_exception_handler(RequestValidationError, invalid_request_response)
     app.include_router(api.health)
     app.include_router(usage.router)
     app.include_router(otlp.router)
