@@ -222,6 +222,22 @@ def test_a_client_page_shows_the_issued_conversion_and_its_ledger(tmp_path: Path
         month_page = pages["finance"].get(f"/months/{MONTH}").text
         assert re.search(r'id="reference-converted">277\.35 EUR \(daily rates: 3 rate', month_page)
         assert "GBP (daily rates" in month_page  # bravo's own currency, converted by the run
+        summary = pages["finance"].get(f"/months/{MONTH}/finance-summary.html",
+                                       params={"currency": "EUR"})  # fmt: skip
+        assert summary.status_code == 200 and "finance-summary.html?currency=EUR" in month_page
+        text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", summary.text.split("</style>")[-1]))
+        assert "Cascade, EUR" in text and "277.35 100.0 % Gap closes 0.00" in text, text[:2000]
+        assert "converted from the ledger currency USD (reference total 300.00 USD)" in text
+        assert "EUR" in summary.headers["content-disposition"]
+        assert pages["finance"].get(f"/months/{MONTH}/finance-summary.pdf",
+                                    params={"currency": "EUR"}).status_code == 200  # fmt: skip
+        for code, status in (("JPY", 404), ("USD", 200)):  # not converted into; the ledger's
+            done = pages["finance"].get(f"/months/{MONTH}/finance-summary.html",
+                                        params={"currency": code})  # fmt: skip
+            assert done.status_code == status, (code, done.status_code)
+        refused = pages["manager"].get(f"/months/{MONTH}/finance-summary.html",
+                                       params={"currency": "EUR"})  # fmt: skip
+        assert refused.status_code in (403, 404)
         internal = pages["finance"].get("/clients/acme").text
         assert "rates.csv" in internal  # finance sees where the rates came from
         own = pages["finance"].get("/clients/bravo").text  # the client's own currency wins

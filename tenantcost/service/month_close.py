@@ -108,6 +108,16 @@ class ClosePreview:
 
 
 @dataclass(frozen=True)
+class ConvertedTotal:
+    """The reference total in a currency the run converted into, with how, and where the
+    month's finance summary in that currency is."""
+
+    text: str
+    currency: str
+    summary_href: str
+
+
+@dataclass(frozen=True)
 class MonthClose:
     """The month page's first screen (finance, admin)."""
 
@@ -127,7 +137,7 @@ class MonthClose:
     """Why the month cannot be closed as it is, in words (empty: a close would go through)."""
     preview: ClosePreview | None
     invoice_waterfall: Markup
-    converted: list[str] = field(default_factory=list)
+    converted: list[ConvertedTotal] = field(default_factory=list)
     """The reference total in each currency the run converted into, with how: what the
     month's close issues in those currencies (:mod:`tenantcost.store.run_fx`)."""
 
@@ -315,7 +325,7 @@ def _month_close(engine: Engine, month: str, run_id: str | None) -> MonthClose:
     invoice_total = invoice_gap = None
     invoice_closes, chart = False, Markup("")
     preview = None
-    converted: list[str] = []
+    converted: list[ConvertedTotal] = []
     if run_id is not None:
         facts = page_data.run_facts(engine, run_id)
         shown = run_shown(engine, run_id)
@@ -331,7 +341,7 @@ def _month_close(engine: Engine, month: str, run_id: str | None) -> MonthClose:
         issued = latest_issued(engine, month)
         if state is StripState.REOPENED and issued is not None and issued.run_id != run_id:
             preview = close_preview(engine, month, run_id, issued.revision, issued.run_id)
-        converted = _converted(engine, run_id)
+        converted = _converted(engine, month, run_id)
     return MonthClose(
         strip=bar,
         state=state,
@@ -350,7 +360,7 @@ def _month_close(engine: Engine, month: str, run_id: str | None) -> MonthClose:
     )
 
 
-def _converted(engine: Engine, run_id: str) -> list[str]:
+def _converted(engine: Engine, month: str, run_id: str) -> list[ConvertedTotal]:
     """``277.35 EUR (daily rates: 3 rate(s) dated ..., 1 USD = ... EUR; rates from ...)``
     per conversion of the run, finance's view (the rates' file named)."""
     from tenantcost.report.display import auto_places
@@ -362,6 +372,8 @@ def _converted(engine: Engine, run_id: str) -> list[str]:
         total = format_amount(c.reference_total, auto_places(code, [c.reference_total]))
         policy = POLICY_TEXT.get(str(c.document["policy"]), str(c.document["policy"]))
         provisional = "; provisional" if c.provisional else ""
-        out.append(f"{total} {code} ({policy.split(':')[0]} rates: {rate_span(c.document)}; "
-                   f"from {c.document['source']}{provisional})")  # fmt: skip
+        text = (f"{total} {code} ({policy.split(':')[0]} rates: {rate_span(c.document)}; "
+                f"from {c.document['source']}{provisional})")  # fmt: skip
+        href = f"/months/{month}/finance-summary.html?currency={code}"
+        out.append(ConvertedTotal(text, code, href))
     return out

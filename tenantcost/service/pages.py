@@ -575,19 +575,26 @@ def pricing_page(
 
 
 @router.get("/months/{month}/finance-summary.html")
-def finance_summary_html(request: Request, month: str) -> Response:
+def finance_summary_html(
+    request: Request, month: str, currency: CurrencyCode | None = None
+) -> Response:
     """Finance: the month's finance summary as the month page shows its run (the issued
-    revision, or the draft marked as such), HTML."""
-    return _finance_summary(request, month, "html")
+    revision, or the draft marked as such), HTML; ``?currency=`` one the run converted into
+    (else 404)."""
+    return _finance_summary(request, month, "html", currency)
 
 
 @router.get("/months/{month}/finance-summary.pdf")
-def finance_summary_pdf(request: Request, month: str) -> Response:
+def finance_summary_pdf(
+    request: Request, month: str, currency: CurrencyCode | None = None
+) -> Response:
     """Finance: the month's finance summary, PDF (a download)."""
-    return _finance_summary(request, month, "pdf")
+    return _finance_summary(request, month, "pdf", currency)
 
 
-def _finance_summary(request: Request, month: str, fmt: str) -> Response:
+def _finance_summary(
+    request: Request, month: str, fmt: str, currency: str | None = None
+) -> Response:
     """The summary of the run ``principal`` may see for ``month`` (drafts for those who see
     drafts; else the latest issued revision); 404 when there is none."""
     from tenantcost.errors import InputError
@@ -601,7 +608,8 @@ def _finance_summary(request: Request, month: str, fmt: str) -> Response:
         raise not_found()
     store = request.app.state.store
     try:
-        return render_summary(engine, source, fmt, store.data if store is not None else None)
+        return render_summary(engine, source, fmt, store.data if store is not None else None,
+                              currency)  # fmt: skip
     except InputError as exc:  # e.g. a run recorded before its figures were stored (0007)
         return _month_response(request, month, status=409, error=str(exc))
 

@@ -343,19 +343,26 @@ SUMMARY_KEY = "\x00finance-summary"
 
 
 def render_summary(
-    engine: Engine, source: MonthSource, fmt: str, data: DataDir | None = None
+    engine: Engine,
+    source: MonthSource,
+    fmt: str,
+    data: DataDir | None = None,
+    currency: str | None = None,
 ) -> Response:
     """The month's finance summary (the report pack's, from the same stored pack as the
-    sheets), HTML or PDF, as a download; an issued revision's is rendered once and kept."""
-    key = (f"{source.run_id}/{source.revision}", SUMMARY_KEY, fmt)
+    sheets), HTML or PDF, as a download; an issued revision's is rendered once and kept; in
+    ``currency`` as the run converted it (:func:`sheet_currency`: its cascade, every key's
+    column and the conversion's rates), as ``report --from-db --currency`` writes it."""
+    shown = sheet_currency(engine, source, currency)
+    key = (f"{source.run_id}/{source.revision}/{shown or ''}", SUMMARY_KEY, fmt)
     body = _cached(key) if source.status is not FigureStatus.DRAFT else None
     if body is None:
-        body = _render_summary(engine, source, fmt, data)
+        body = _render_summary(engine, source, fmt, data, shown)
         if source.status is not FigureStatus.DRAFT:
             _remember(key, body)
     disposition = Disposition.INLINE if fmt == "html" else Disposition.ATTACHMENT
     draft = "-draft" if source.status is FigureStatus.DRAFT else ""
-    name = f"{source.month}-finance-summary{draft}.{fmt}"
+    name = f"{source.month}-finance-summary{draft}{f'-{shown}' if shown else ''}.{fmt}"
     return Response(
         body,
         media_type=MEDIA_TYPES[fmt],
@@ -363,14 +370,16 @@ def render_summary(
     )
 
 
-def _render_summary(engine: Engine, source: MonthSource, fmt: str, data: DataDir | None) -> bytes:
+def _render_summary(
+    engine: Engine, source: MonthSource, fmt: str, data: DataDir | None, currency: str | None
+) -> bytes:
     """The summary through the pack's builder and template; its links go to the service's
     month page and client pages (the pack's index and sheet files are not served)."""
     from tenantcost.report.render import Reproduce, _render
     from tenantcost.report.summary import build_summary
     from tenantcost.service.urls import client_href
 
-    pack = _loaded(engine, source, data).pack
+    pack = _loaded(engine, source, data, currency).pack
     links = {c: client_href(c, source.month) for c in pack.clients} if fmt == "html" else {}
     summary = build_summary(pack, links)
     command = [*pack.command] if pack.command is not None else ["tenantcost", "report"]
