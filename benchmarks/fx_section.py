@@ -2,6 +2,7 @@
 
     python benchmarks/fx_section.py                         # 10,000 clients x 3 services x 744 h
     python benchmarks/fx_section.py --clients 1000 --repeat 3
+    python benchmarks/fx_section.py --month 2026-11 --policy monthly_average  # a calendar month
 
 The month (November 2026) is generated once by ``benchmarks/generate.py`` into
 ``--data-dir`` (reused while its ``meta.json`` matches), with a rates file of daily EUR
@@ -78,13 +79,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--services", type=int, default=3)
     parser.add_argument("--hours", type=int, default=744)
     parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--policy", default="daily", choices=("daily", "monthly_average"))
+    parser.add_argument("--policy", default="daily",
+                        choices=("daily", "monthly_average", "month_end"))  # fmt: skip
+    parser.add_argument("--month", help="allocate this calendar month only (e.g. 2026-11)")
     parser.add_argument("--data-dir", type=Path, default=Path("/tmp/tenantcost-bench-fx"))
     args = parser.parse_args(argv)
     rules = ensure_data(args.data_dir, args.clients, args.services, args.hours)
     write_rates(args.data_dir)
     fx_rules = converting_rules(rules, args.policy)
     tool = [sys.executable, "-m", "tenantcost", "allocate", "--format", "json"]
+    if args.month:
+        tool += ["--month", args.month]
     ledger_times, converted_times = [], []
     for _ in range(args.repeat):
         seconds, ledger = timed([*tool, "--config", str(rules)])
@@ -100,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     base, with_fx = statistics.median(ledger_times), statistics.median(converted_times)
     print(
-        f"| {args.clients:,} clients x {args.services} services x {args.hours} h | "
+        f"| {args.clients:,} clients x {args.services} services x "
+        f"{args.month or f'{args.hours} h'} | "
         f"{args.policy} | "
         f"{base:.1f} s | {with_fx:.1f} s | {100 * (with_fx - base) / base:+.1f} % |"
     )

@@ -137,7 +137,10 @@ def _line_exact(result: AllocationResult, weights: _Weights) -> np.ndarray:
     daily = result.line_days
     # Lines x days as one int64 matrix (a day cut by a chunk boundary adds up in it), then
     # one exact dot product per line with the days' integer weights: no Python int per row.
-    codes = daily.groupby(LINE_KEYS, sort=False, observed=True).ngroup().to_numpy()
+    if "line" in daily:  # the fold's numbering of (rule, client, source, kind, key)
+        codes = daily["line"].to_numpy(dtype="int64")
+    else:
+        codes = daily.groupby(LINE_KEYS, sort=False, observed=True).ngroup().to_numpy()
     day_codes, day_values = pd.factorize(pd.to_datetime(daily["day"]))
     matrix = np.zeros((int(codes.max()) + 1 if len(codes) else 0, len(day_values)), "int64")
     np.add.at(matrix, (codes, day_codes), daily["amount"].to_numpy(dtype="int64"))

@@ -201,8 +201,10 @@ class Fold:
     def line_days(self) -> pd.DataFrame | None:
         """The chunks' day lines and the plan's direct lines, per client, source and UTC day;
         None unless the chunks were asked for them. A day cut by a chunk boundary has a row
-        per chunk: not summed here, since every reader sums per line (``tenantcost.convert``)
-        and a group-by over a million rows of labels would cost more than the conversion."""
+        per chunk: not summed here, since every reader sums per line (``tenantcost.convert``).
+        The labels are categoricals built from integer codes and ``line`` numbers each
+        (rule, client, source, kind, key): a million rows of labels as strings, and a
+        group-by on five of them, cost more than the conversion itself."""
         if self.day_parts is None:
             return None
         direct = self.plan.direct_lines
@@ -210,24 +212,15 @@ class Fold:
             key=direct["key"].fillna(""),
             day=direct["window_start"].dt.tz_convert("UTC").dt.tz_localize(None).dt.normalize(),
         )[DAY_LINE_COLUMNS]
+        labelled = [direct_days, *(p.idle[DAY_LINE_COLUMNS] for p in self.day_parts
+                                   if not p.idle.empty)]  # fmt: skip
         keyed = [p.keyed for p in self.day_parts if not p.keyed.empty]
-        frames = [direct_days, *(p.idle for p in self.day_parts if not p.idle.empty)]
-        if keyed:
-            rows = pd.concat(keyed, ignore_index=True)
-            labels = (
-                pd.concat([p.specs for p in self.day_parts], ignore_index=True)
-                .drop_duplicates("spec")
-                .set_index("spec")
-            )
-            named = labels.reindex(rows["spec"]).reset_index(drop=True)
-            frames.append(
-                named.assign(client=rows["client"], day=rows["day"], amount=rows["amount"])
-            )
-        frame = pd.concat(
-            [f[DAY_LINE_COLUMNS].astype({"day": "datetime64[ns]"}) for f in frames],
-            ignore_index=True,
+        specs = (
+            pd.concat([p.specs for p in self.day_parts], ignore_index=True)
+            .drop_duplicates("spec")
+            .reset_index(drop=True)
         )
-        return frame.astype({"amount": "int64"})
+        return coded_day_lines(labelled, keyed, specs)
 
     def result(self, chunks: int) -> AllocationResult:
         """The allocation result of the folded run."""
@@ -280,3 +273,71 @@ def fold_chunks(
             progress(done, total)
     warn_usage_without_cost(folds[0].orphan_count, folds[0].orphan_first)
     return [fold.result(chunks=total) for fold in folds]
+
+
+_LABELS = ["rule_id", "source", "kind", "key"]
+
+
+def coded_day_lines(
+    labelled: list[pd.DataFrame], keyed: list[pd.DataFrame], specs: pd.DataFrame
+) -> pd.DataFrame:
+    """Day lines (:data:`DAY_LINE_COLUMNS` plus ``line``) from frames with their labels and
+    keyed rows labelled by ``spec`` (``specs``: each spec's labels), without materialising
+    a label string per row: every row gets a label id (one per distinct rule, source, kind
+    and key), the labels are categoricals of those ids, and ``line`` is the factorised
+    (label id, client) pair, numbered by first appearance."""
+    labelled = [f for f in labelled if not f.empty]
+    distinct = [_distinct_labels(f) for f in labelled]  # each frame's few label tuples
+    table = pd.concat([specs[_LABELS].astype("str"), *(d for d, _ in distinct)],
+                      ignore_index=True)  # fmt: skip
+    label_of, names = pd.MultiIndex.from_frame(table).factorize()
+    ids, at = [], len(specs)
+    spec_ids = pd.Series(label_of[: len(specs)], index=specs["spec"].to_numpy())
+    for frame in keyed:
+        ids.append(spec_ids.reindex(frame["spec"].to_numpy()).to_numpy())
+    for found, row_codes in distinct:
+        ids.append(label_of[at : at + len(found)][row_codes])
+        at += len(found)
+    parts = [*keyed, *labelled]
+    if not parts:
+        return pd.DataFrame({c: pd.Series(dtype="str") for c in DAY_LINE_COLUMNS}).assign(
+            day=pd.Series(dtype="datetime64[ns]"), amount=pd.Series(dtype="int64"),
+            line=pd.Series(dtype="int64"),
+        )  # fmt: skip
+    label_id = np.concatenate(ids).astype("int64")
+    client_codes, clients = pd.factorize(
+        pd.concat([f["client"].astype("str") for f in parts], ignore_index=True)
+    )
+    line, _ = pd.factorize(label_id * max(len(clients), 1) + client_codes)
+    out = {
+        name: pd.Categorical.from_codes(*_column_codes(names, i, label_id))
+        for i, name in enumerate(_LABELS)
+    }
+    out["client"] = pd.Categorical.from_codes(client_codes, clients.astype("str"))
+    frame = pd.DataFrame(out)
+    frame["day"] = np.concatenate(
+        [pd.to_datetime(f["day"]).to_numpy(dtype="datetime64[ns]") for f in parts]
+    )
+    frame["amount"] = np.concatenate([f["amount"].to_numpy(dtype="int64") for f in parts])
+    frame["line"] = line.astype("int64")
+    return frame[[*DAY_LINE_COLUMNS, "line"]]
+
+
+def _distinct_labels(frame: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """``frame``'s distinct label tuples and, per row, the position of its tuple among them:
+    one factorisation per column and one of their combined integer, not of string tuples."""
+    combined = np.zeros(len(frame), dtype="int64")
+    for column in _LABELS:
+        codes, uniques = pd.factorize(frame[column].astype("str"))
+        combined = combined * (len(uniques) + 1) + codes
+    row_codes, _ = pd.factorize(combined)  # numbered by first appearance
+    first_rows = np.unique(row_codes, return_index=True)[1]
+    return frame[_LABELS].iloc[first_rows].astype("str").reset_index(drop=True), row_codes
+
+
+def _column_codes(
+    names: pd.MultiIndex, level: int, label_id: np.ndarray
+) -> tuple[np.ndarray, pd.Index]:
+    """The codes (per row) and categories of one label column of the label ids."""
+    codes, categories = pd.factorize(names.get_level_values(level))
+    return codes[label_id], pd.Index(categories).astype("str")
