@@ -84,6 +84,17 @@ def test_billing_from_a_bucket_is_the_billing_from_the_folder(s3, tmp_path):
     assert not list(Path(tempfile.gettempdir()).glob("tenantcost-fetch-*"))  # copies removed
 
 
+def test_one_object_is_read_by_its_name(s3, tmp_path):
+    """A URL naming one export file (not a prefix) is read as that file, named by its URL."""
+    args = store(tmp_path)
+    tenantcost("db", "upgrade", *args)
+    tenantcost("rules", "load", str(INVOICE / "rules.yaml"), *args)
+    url = f"s3://{BUCKET}/focus/2026-11/focus.csv"
+    done = tenantcost("ingest", "billing", "--billing", url, *args)
+    assert "9 rows" in done
+    assert url in tenantcost("batch", "list", "--format", "json", *args)
+
+
 def test_object_storage_mistakes_name_the_url(s3, tmp_path):
     args = store(tmp_path)
     tenantcost("db", "upgrade", *args)

@@ -76,22 +76,24 @@ def fetched(entries: Sequence[str | Path], suffixes: tuple[str, ...]) -> Iterato
             if not is_url(entry):
                 result.paths.append(str(entry))
                 continue
-            local = folder / str(index)
-            result.paths.append(_copy(str(entry), local, suffixes))
-            result.copies[str(local)] = str(entry).rstrip("/")
+            copy = _copy(str(entry), folder / str(index), suffixes)
+            result.paths.append(copy)
+            result.copies[copy] = str(entry).rstrip("/")
         yield result
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
 def _copy(url: str, local: Path, suffixes: tuple[str, ...]) -> str:
-    """Copy the object ``url`` names (a file, or every file under a prefix) to ``local``."""
+    """Copy the object ``url`` names (a file, or every file under a prefix) into the new
+    folder ``local``; the copy's path (a file keeps its name: the reader goes by suffix)."""
     fs, root = _filesystem(url)
     try:
         if fs.isfile(root):
-            local.parent.mkdir(parents=True, exist_ok=True)
-            fs.get_file(root, str(local))
-            return str(local)
+            target = local / PurePosixPath(root).name
+            local.mkdir(parents=True)
+            fs.get_file(root, str(target))
+            return str(target)
         names = [n for n in fs.find(root) if _wanted(PurePosixPath(n).relative_to(root), suffixes)]
         if not fs.isdir(root) and not names:
             raise InputError("file or folder not found", file=url)
