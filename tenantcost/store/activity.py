@@ -23,8 +23,9 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, func, select
 
+from tenantcost.limits import FIRST_MONTH, LAST_MONTH
 from tenantcost.store.models import AlertDelivery, Batch, MonthEvent, Run, table
-from tenantcost.store.month_state import MonthAction, MonthState
+from tenantcost.store.month_state import MonthAction, MonthState, latest_events
 from tenantcost.timefmt import utc
 
 LIVE_PREFIXES = ("OpenCost API ", "prometheus")
@@ -159,7 +160,7 @@ def _last_ingests(batches: Sequence[Any]) -> list[LastIngest]:
 def _months(conn: Connection) -> list[MonthFigure]:
     """Every month with a run or an event: its latest event's state, its latest revision."""
     e, r = table(MonthEvent).c, table(Run).c
-    latest = select(e.month, func.max(e.id).label("id")).group_by(e.month).subquery()
+    latest = latest_events(FIRST_MONTH, LAST_MONTH)
     states = dict(conn.execute(select(e.month, e.action).join(latest, latest.c.id == e.id)).all())
     revisions = dict(
         conn.execute(

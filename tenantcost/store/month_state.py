@@ -50,7 +50,7 @@ class MonthClosed(InputError):
     """Refused because a month is closed (exit 2); the message names ``reopen``."""
 
 
-def _latest_events(first: str, last: str) -> Subquery:
+def latest_events(first: str, last: str) -> Subquery:
     """A subquery: the id of the latest event of each month from ``first`` to ``last``
     (``YYYY-MM`` strings order like the months)."""
     e = table(MonthEvent).c
@@ -93,7 +93,7 @@ def closed_months(bind: Connection | Engine, start: datetime, end: datetime) -> 
     first, last = utc(start), utc(end) - pd.Timedelta(microseconds=1)
     if last < first:
         return []
-    e, latest = table(MonthEvent).c, _latest_events(f"{first:%Y-%m}", f"{last:%Y-%m}")
+    e, latest = table(MonthEvent).c, latest_events(f"{first:%Y-%m}", f"{last:%Y-%m}")
     query = (
         select(e.month)
         .join(latest, latest.c.id == e.id)
