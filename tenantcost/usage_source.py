@@ -206,7 +206,16 @@ _NUMERIC_PREFIXES = (
 class ParquetUsage(UsageSource):
     """Parquet usage (files, folders, hive-partitioned datasets), scanned by DuckDB per chunk."""
 
-    def __init__(self, paths: Sequence[str | Path], con: duckdb.DuckDBPyConnection) -> None:
+    def __init__(
+        self,
+        paths: Sequence[str | Path],
+        con: duckdb.DuckDBPyConnection,
+        *,
+        missing_as_zero: bool = False,
+    ) -> None:
+        """``missing_as_zero``: a metric column some files lack reads 0 in their rows (the
+        store's files: a metric added by a later batch was not measured before it); for a
+        user's files it stays an error (a row without a value)."""
         urls = [str(p) for p in paths if is_url(p)]
         found = expand_paths([p for p in paths if not is_url(p)], (".parquet",), "usage")
         # URLs (s3://bucket/usage/, file:///data/usage.parquet) go to DuckDB as they are; a
@@ -269,6 +278,9 @@ class ParquetUsage(UsageSource):
                     column=metric,
                 )
         self.date_partition = "date" in self.partitions
+        if missing_as_zero:
+            filled = ", ".join(f"coalesce({quote(m)}, 0) AS {quote(m)}" for m in self.metrics)
+            self.scan = f"(SELECT * REPLACE ({filled}) FROM {self.scan})"
 
     def services(self, con: duckdb.DuckDBPyConnection) -> list[str]:
         rows = con.execute(

@@ -247,7 +247,7 @@ def test_parquet_bulk_is_one_batch(served: Served) -> None:
 
 def test_a_sum_batch_lacking_a_stored_metric_gets_zero_there(served: Served) -> None:
     """A meter or an OTLP export posting one metric: `sum` fills the stored metric columns
-    it lacks with 0 (JSON and Parquet); `replace` lacking one and a new metric are 422."""
+    it lacks with 0 (JSON and Parquet); `replace` lacking one is 422; a new metric is stored."""
     only = {k: v for k, v in record(5, "client-a", 3, day=12).items() if k != "cpu_seconds"}
     answer = served.post({"mode": "sum", "records": [only]})
     assert answer.status_code == 200, answer.text
@@ -265,9 +265,11 @@ def test_a_sum_batch_lacking_a_stored_metric_gets_zero_there(served: Served) -> 
     before = served.batches()
     replace = served.post({"mode": "replace", "records": [only]})
     assert replace.status_code == 422 and "a replace batch must carry all" in replace.text
-    extra = served.post({"mode": "sum", "records": [record(6, "client-a", day=12, bytes_out=9)]})
-    assert extra.status_code == 422 and "may not add a metric column" in extra.text
     assert served.batches().equals(before)
+    extra = served.post({"mode": "sum", "records": [record(6, "client-a", day=12, bytes_out=9)]})
+    assert extra.status_code == 200, extra.text  # a new metric: earlier rows read 0 for it
+    grown = served.usage_rows()
+    assert grown["bytes_out"].fillna(0).sum() == 9 and grown["bytes_out"].eq(9).sum() == 1
 
 
 def test_a_key_is_replayed_across_a_token_rotation(served: Served) -> None:

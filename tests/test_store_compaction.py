@@ -94,7 +94,8 @@ def same(a: pd.DataFrame, b: pd.DataFrame) -> None:
     a, b = a.copy(), b.copy()
     for f in (a, b):
         f["window_start"] = pd.to_datetime(f["window_start"], utc=True).astype(
-            "datetime64[ns, UTC]")
+            "datetime64[ns, UTC]"
+        )
     pd.testing.assert_frame_equal(a, b, check_dtype=False)
 
 
@@ -236,3 +237,25 @@ def test_any_sequence_reads_the_same_folded_or_not(tmp_path_factory, sequence):
             assert len(compactions(store.engine))
         store.engine.dispose()
     same(results[0], results[1])
+
+
+def test_a_metric_added_midway_folds_with_zero_before_it(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A meter starts posting `db_seconds` after 3 batches: the fold reads the earlier files
+    as 0 for it, and the store reads the same folded or not."""
+    monkeypatch.setattr(compaction, "COMPACT_AFTER", 4)
+    store = open_store(store_url, tmp_path / "data")
+    batches = meter_batches(8)
+    later = [b.assign(db_seconds=[0.125 * (i + 1)] * len(b)) for i, b in enumerate(batches[3:])]
+    for rows in [*batches[:3], *later]:
+        ingest(store, rows, tmp_path)
+    assert (compactions(store.engine)["status"] == "active").sum() == 1
+    con = connect()
+    source = stored_usage(store, DAY, con)
+    assert source is not None and source.metrics[-1] == "db_seconds"
+    rows = con.execute(source.relation(con)).df()
+    assert rows["db_seconds"].notna().all()
+    assert rows["db_seconds"].sum() == sum(b["db_seconds"].sum() for b in later)
+    same(stored(store), expected(*batches))
+    store.engine.dispose()

@@ -271,7 +271,8 @@ def test_an_unknown_mode_and_different_metrics_are_refused(store, tmp_path):
 
 def test_a_sum_batch_lacking_a_stored_metric_adds_zero_there(store, tmp_path):
     """`sum` fills the stored metric columns it lacks with 0 (in its files too, so `run`
-    reads every cell whole); `replace` lacking one, or any batch adding one, is refused."""
+    reads every cell whole); `replace` lacking one is refused; a batch adding a metric is
+    stored, and every earlier row reads 0 for it."""
     usage = str(EXAMPLE / "usage.csv")
     assert cli(store, "ingest", "usage", "--usage", usage).exit_code == 0
     before = usage_rows(store)
@@ -303,14 +304,29 @@ def test_a_sum_batch_lacking_a_stored_metric_adds_zero_there(store, tmp_path):
     refused = cli(store, "ingest", "usage", "--usage", str(only))  # replace
     assert refused.exit_code == 2, refused.output
     assert "a replace batch must carry all of them" in refused.stderr
+    assert snapshot(store) == snap
     extra = tmp_path / "extra.csv"
     extra.write_text("window_start,window_end,service,client,requests,cpu_seconds,bytes_out\n"
-                     "2026-11-03T10:00:00Z,2026-11-03T11:00:00Z,api,client-b,1,1,1\n")  # fmt: skip
-    refused = cli(store, "ingest", "usage", "--usage", str(extra), "--mode", "sum")
-    assert refused.exit_code == 2, refused.output
-    assert "a batch may not add a metric column to the stored usage" in refused.stderr
-    assert "\n" not in refused.stderr.strip() and "Traceback" not in refused.output
-    assert snapshot(store) == snap
+                     "2026-11-03T10:00:00Z,2026-11-03T11:00:00Z,api,client-b,1,1,9\n")  # fmt: skip
+    added = cli(store, "ingest", "usage", "--usage", str(extra), "--mode", "sum")
+    assert added.exit_code == 0, added.output
+    grown = usage_rows(store)  # earlier batches read 0 for the metric they did not carry
+    assert list(grown.columns)[-3:] == ["requests", "cpu_seconds", "bytes_out"]
+    assert len(grown) == len(after)
+    cell = (grown["client"] == "client-b") & (grown["service"] == "api")
+    b = grown[cell & (grown["window_start"] == b["window_start"])]
+    assert b[["requests", "cpu_seconds", "bytes_out"]].values.tolist() == [
+        [was["requests"] + 5, was["cpu_seconds"] + 1, 9]
+    ]
+    assert grown.loc[grown.index != b.index[0], "bytes_out"].eq(0).all()
+    assert (
+        grown.drop(columns="bytes_out")
+        .loc[grown.index != b.index[0]]
+        .equals(after.loc[after.index != b.index[0]])
+    )
+    narrow = cli(store, "ingest", "usage", "--usage", usage)  # replace lacking bytes_out
+    assert narrow.exit_code == 2 and "a replace batch must carry all of them" in narrow.stderr
+    assert "\n" not in narrow.stderr.strip() and "Traceback" not in narrow.output
 
 
 def test_a_killed_ingest_leaves_the_store_unchanged_and_is_cleaned_next_time(store, tmp_path):

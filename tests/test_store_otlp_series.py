@@ -1,7 +1,7 @@
 """The OTLP series state in the store (tenantcost.store.otlp_series) on SQLite and PostgreSQL:
 a series not seen for 48 hours expires, a seen one is kept; a month the store refuses (a
-metric column the stored usage lacks) refuses its points with the store's reason, and its
-series do not advance (only a closed month's do)."""
+batch lacking the column a stored rule splits by) refuses its points with the store's reason,
+and its series do not advance (only a closed month's do)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from tenantcost.store.data import DataDir, Store
 from tenantcost.store.engine import open_engine
 from tenantcost.store.models import Batch, BatchFile, OtlpSeries, table, utcnow
 from tenantcost.store.otlp_series import Outcome, ingest_points, read_state
+from tenantcost.store.rules import load_rule_file
 from tenantcost.store.schema import upgrade
 from tenantcost.store.settings import resolve_settings
 
@@ -63,13 +64,30 @@ def test_a_batch_the_store_refuses_refuses_its_points_and_advances_nothing(
     wider = OtlpSettings.model_validate({"metrics": {
         **{c: m.model_dump() for c, m in SETTINGS.metrics.items()},
         "bytes_out": {"name": "app.bytes", "value": "sum"}}})  # fmt: skip
-    refused = post(store, counter([(T0, T0 + 2 * 10**9, 4.0)], 2), wider)
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES_BY_BYTES_OUT)
+    load_rule_file(store.engine, rules, actor="test")
+    refused = post(store, counter([(T0, T0 + 2 * 10**9, 4.0)], 2))  # lacks bytes_out
     reasons = pd.concat(refused.refused)["reason"].tolist()
-    assert len(reasons) == 1 and "bytes_out" in reasons[0] and "differ" in reasons[0]
-    post(store, counter([(T0, T0 + 3 * 10**9, 4.5)], 2))
+    assert len(reasons) == 1 and "bytes_out" in reasons[0] and "lacks" in reasons[0]
+    post(store, counter([(T0, T0 + 3 * 10**9, 4.5)], 2), wider)  # a new metric is stored
     # the refused point is no baseline (only a closed month's is): 4.5 counts from 1.0
     assert stored_cpu_seconds(store, tmp_path / "data") == 1.0 + 3.5
     store.engine.dispose()
+
+
+RULES_BY_BYTES_OUT = """\
+currency: USD
+rules:
+  - id: by-bytes
+    effective_from: "2020-01-01"
+    workloads:
+      - match: {namespace: api}
+        class: shared
+        service: api
+        key: bytes_out
+    unmatched: error
+"""
 
 
 def stored_cpu_seconds(store: Store, data: Path) -> float:

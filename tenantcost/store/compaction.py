@@ -245,7 +245,7 @@ def _fold(con: duckdb.DuckDBPyConnection, data: DataDir, units: pd.DataFrame, bu
     """Write the live rows of ``units`` to ``built``: per cell, the rows of its latest
     ``replace`` unit and of the units after it (the compacted unit counts as ``sum``: its rows
     are live already), summed per window, service and client, in canonical order."""
-    source = ParquetUsage([data.reader_path(p) for p in units["path"]], con)
+    source = ParquetUsage([data.reader_path(p) for p in units["path"]], con, missing_as_zero=True)
     name = f"tc_compaction_units_{next(_names)}"
     con.register(name, units[["uid", "batch_id", "replace"]])
     keys = ", ".join(USAGE_KEY_COLUMNS)

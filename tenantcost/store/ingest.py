@@ -24,7 +24,8 @@ cells: earlier batches' rows of those cells no longer count (they stay on disk, 
 catalog, for provenance). ``sum`` adds the batch's rows to what the cells hold (partial counts
 sent during the hour); usage rows of the same window, service and client are then summed.
 A ``sum`` batch may lack some of the stored usage's metric columns (a meter or an OTLP export
-posting one metric): its rows are written with 0 there (:func:`_check_metrics`).
+posting one metric): its rows are written with 0 there; a batch may add a metric column, which
+earlier batches' rows read as 0 (:func:`_check_metrics`).
 Ingesting the same file twice with ``replace`` therefore leaves the stored usage as it was;
 into a closed month, it is answered "nothing would change" and nothing is written
 (:func:`_same_as_stored`), where any other batch is refused.
@@ -543,27 +544,26 @@ def _check_metrics(
     origin: str,
     mode: str,
 ) -> list[str]:
-    """All stored usage has the same metric columns (as all files of one ``allocate`` must):
-    a batch with others would leave cells without a value for some key. A ``sum`` batch may
-    lack some of the stored columns: it adds 0 to them, so its files get them as 0 (the
-    returned columns, in the stored order). A meter or an OTLP export posting one metric
-    then adds to its cells without inventing usage. A ``replace`` batch lacking one would
-    set the cells' other metrics to 0, and a metric the store lacks would leave the stored
-    cells without it: both are refused."""
+    """The stored usage's metric columns are those of its latest batch (each batch's files
+    carry every column before it, so the latest has them all). A batch may add a metric
+    (``db_seconds`` from a meter, a new gauge): earlier files lack the column and read 0 for
+    it (:class:`~tenantcost.usage_source.ParquetUsage` ``missing_as_zero``), which is what
+    was measured of it before anyone measured it. A ``sum`` batch may lack some of the
+    stored columns: it adds 0 to them, so its files get them as 0 (the returned columns, in
+    the stored order); a meter or an OTLP export posting one metric then adds to its cells
+    without inventing usage. A ``replace`` batch lacking one would set the cells' other
+    metrics to 0: refused (the sender decides such a correction by sending the zeros)."""
     latest = stored_metrics(conn, data, con)
     if latest is None:
         return []
     uid, stored = latest
     missing = [m for m in stored if m not in metrics]
-    if set(metrics) <= set(stored) and (mode == "sum" or not missing):
+    if mode == "sum" or not missing:
         return missing
-    if set(metrics) <= set(stored):
-        rule = "a replace batch must carry all of them (a sum batch lacking some adds 0 there)"
-    else:
-        rule = "a batch may not add a metric column to the stored usage"
     raise InputError(
         f"usage metric columns ({', '.join(metrics)}) differ from the stored usage's "
-        f"({', '.join(stored)}, batch {uid[:12]}); {rule}",
+        f"({', '.join(stored)}, batch {uid[:12]}); a replace batch must carry all of them "
+        "(a sum batch lacking some adds 0 there)",
         file=origin,
     )
 

@@ -101,7 +101,7 @@ class StoredUsage(ParquetUsage):
         con: duckdb.DuckDBPyConnection,
     ) -> None:
         paths = [store.data.reader_path(p) for p in files["path"]]
-        super().__init__(paths, con)  # reads the schema: metrics, types
+        super().__init__(paths, con, missing_as_zero=True)  # reads the schema: metrics, types
         self.origin = f"stored usage in {store.data.url}"
         if contested.empty:
             return  # every cell has one batch: the files' rows as they are
