@@ -25,7 +25,8 @@ from tenantcost.collect import RESPONSES_FOLDER, CostInput, load_costs
 from tenantcost.config.rules import RuleSet, load_rules
 from tenantcost.duck import connect
 from tenantcost.errors import InputError
-from tenantcost.usage_source import FrameUsage, UsageSource, is_url, open_usage
+from tenantcost.gauge_usage import open_gauged
+from tenantcost.usage_source import FrameUsage, UsageSource, is_url
 from tenantcost.windows import Period, data_period
 
 
@@ -96,7 +97,7 @@ def load_inputs(
     usage_paths: list[Path | str] = [
         p if is_url(p) else Path(p) for p in (usage or ruleset.sources.usage)
     ]
-    source = open_usage(usage_paths, con) if usage_paths else None
+    source = open_gauged(usage_paths, con, ruleset.gauges) if usage_paths else None
     if source is None and ruleset.sources.prometheus is not None:
         source = prometheus_usage(ruleset, period or data_period(cost_input.costs))
     billing_run = open_billing_run(

@@ -107,8 +107,10 @@ def _used_fields(model: type[BaseModel], data: Any, used: set[tuple[str, str]]) 
         if key not in keys:
             continue
         used.add((model.__name__, key))
-        for inner in _models_in(keys[key]):
-            _used_fields(inner, value, used)
+        mapped = typing.get_origin(keys[key]) is dict and isinstance(value, dict)
+        for inner in _models_in(keys[key]):  # dict[str, Model]: each value is a Model
+            for item in value.values() if mapped else [value]:
+                _used_fields(inner, item, used)
 
 
 def test_example_uses_every_rule_file_key():

@@ -33,6 +33,7 @@ from tenantcost.config.cost_model import CostModel
 from tenantcost.config.focus import Focus
 from tenantcost.config.fx import ECB, Fx
 from tenantcost.config.keys import EVEN, Key
+from tenantcost.config.metrics import Metric, check_metric_names, gauges_of
 from tenantcost.config.pricing import Pricing
 from tenantcost.config.privacy import Privacy
 from tenantcost.config.sources import OpenCostSource, PrometheusSource
@@ -293,6 +294,21 @@ class RuleSet(Strict):
     billing: Billing | None = None
     fx: Fx | None = None
     presentation: Annotated[str | None, Field(pattern=r"^[A-Z]{3}$")] = None
+    metrics: dict[str, Metric] = Field(
+        default_factory=dict,
+        description="Each usage column's kind: counter (the default for a column not "
+        "listed) or gauge (a level sampled over time, split by its time integral).",
+    )
+
+    @field_validator("metrics")
+    @classmethod
+    def _metric_names(cls, value: dict[str, Metric]) -> dict[str, Metric]:
+        return check_metric_names(value)
+
+    @property
+    def gauges(self) -> dict[str, Metric]:
+        """The declared gauges, by name (``metrics:`` with ``kind: gauge``)."""
+        return gauges_of(self.metrics)
 
     @field_validator("currency", "presentation")
     @classmethod
