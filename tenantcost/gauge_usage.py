@@ -220,7 +220,7 @@ def open_gauged(
     the missing ``window_start``)."""
     if not gauges:
         return open_usage(paths, con) if paths else None
-    sampled = [p for p in paths if not is_url(p) and _only_samples(Path(p))]
+    sampled = [p for p in paths if not is_url(p) and is_sample_input(Path(p))]
     windows = [p for p in paths if p not in sampled]
     inner = open_usage(windows, con) if windows else None
     samples = empty_samples() if not sampled else read_samples(sampled, gauges)
@@ -228,7 +228,7 @@ def open_gauged(
     return GaugedUsage(inner, samples.assign(rank=1), gauges, origin)
 
 
-def _only_samples(path: Path) -> bool:
+def is_sample_input(path: Path) -> bool:
     """A sample file, or a folder whose CSV and Parquet files are all sample files."""
     if path.is_dir():
         found = expand_paths([path], (".csv", ".parquet"), "usage")
@@ -236,4 +236,4 @@ def _only_samples(path: Path) -> bool:
     return path.is_file() and is_samples_file(path)
 
 
-__all__ = ["GaugedUsage", "open_gauged"]
+__all__ = ["GaugedUsage", "is_sample_input", "open_gauged"]

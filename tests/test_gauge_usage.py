@@ -88,3 +88,65 @@ def test_a_counter_as_samples_and_a_gauge_as_windows_are_refused(folder: Path) -
         refused.stderr
     )
     assert "Traceback" not in refused.output
+
+
+def test_the_store_integrates_samples_across_batches(
+    folder: Path, store_url: str, tmp_path: Path
+) -> None:
+    """`ingest usage` of a sample file is a usage batch of samples; `run` splits the gauge
+    pool as `allocate` does; a later batch re-sending an instant replaces its level, and
+    withdrawing it restores the first; a kind may not change, and a closed month refuses
+    samples that reach it."""
+    where = ["--db", store_url, "--data", str(tmp_path / "data")]
+
+    def cli(*args: str):
+        done = runner.invoke(app, [*args, *where])
+        return done
+
+    def run_lines() -> dict[str, tuple[float, int]]:
+        done = cli("run", "--month", "2026-11", "--format", "json")
+        assert done.exit_code == 0, done.output
+        return db_lines(json.loads(done.stdout))
+
+    for args in (("db", "upgrade"), ("rules", "load", str(folder / "rules.yaml")),
+                 ("ingest", "costs", "--costs", str(folder / "costs.json")),
+                 ("ingest", "usage", "--usage", str(folder / "usage.csv")),
+                 ("ingest", "usage", "--usage", str(folder / "storage.csv"))):  # fmt: skip
+        done = cli(*args)
+        assert done.exit_code == 0, done.output
+    assert "4 rows, 0 (window, service) cells, 0 file(s)" in done.stdout
+    first = run_lines()
+    assert {c: m for c, (m, _) in first.items()} == pytest.approx(MEASURES, abs=1e-6)
+    allocated = runner.invoke(app, ["allocate", "--config", str(folder / "rules.yaml"),
+                                    "--format", "json"])  # fmt: skip
+    assert {c: a for c, (_, a) in first.items()} == {
+        c: a for c, (_, a) in db_lines(json.loads(allocated.stdout)).items()
+    }
+
+    resent = folder / "resent.csv"  # client-b's 09:00 level measured again: 1 GiB
+    resent.write_text(
+        f"time,service,client,storage_bytes\n2026-11-03T09:00:00Z,db,client-b,{GIB}\n"
+    )
+    later = cli("ingest", "usage", "--usage", str(resent))
+    assert later.exit_code == 0, later.output
+    second = run_lines()
+    assert second["client-b"][0] == pytest.approx(0.5 * GIB)
+    uid = json.loads(cli("batch", "list", "--format", "json").stdout)[-1]["uid"]
+    assert cli("batch", "withdraw", uid, "--reason", "wrong level").exit_code == 0
+    assert run_lines() == first
+
+    counter = folder / "rules-counter.yaml"
+    rules = yaml.safe_load((folder / "rules.yaml").read_text())
+    rules["metrics"]["storage_bytes"] = {"kind": "counter"}
+    counter.write_text(yaml.safe_dump(rules, sort_keys=False))
+    refused = cli("rules", "load", str(counter))
+    assert refused.exit_code == 2
+    assert "metrics.storage_bytes.kind: the store holds 'storage_bytes' as a gauge" in (
+        refused.stderr
+    )
+
+    closing = cli("close", "--month", "2026-11", "--allow-incomplete")
+    assert closing.exit_code == 0, closing.output
+    closed = cli("ingest", "usage", "--usage", str(resent))
+    assert closed.exit_code == 2 and "closed" in closed.stderr
+    assert "Traceback" not in closed.output

@@ -49,18 +49,34 @@ WATCH_TABLES = {"watch_snapshot", "watch_entry"}
 DAILY_TABLES = {"watch_daily"}
 FX_TABLES = {"fx_load", "fx_rate", "run_fx", "run_fx_client", "run_fx_line",
              "run_fx_workload", "run_fx_unattributed", "run_fx_day"}  # fmt: skip
+GAUGE_TABLES = {"usage_metric", "usage_sample"}
 ALERT_TABLES = {"alert_delivery"}
 BUDGET_TABLES = {"budget_version", "budget_client"}
-LATER = (REPORT_TABLES | SERVICE_TABLES | WEB_TABLES | CATALOG_TABLES | WITHDRAW_TABLES
-         | BILLING_TABLES | OTLP_TABLES | COMPACTION_TABLES | BRIDGE_TABLES | SHEET_TABLES
-         | WATCH_TABLES | BUDGET_TABLES | ALERT_TABLES | DAILY_TABLES | FX_TABLES)
+LATER = (
+    REPORT_TABLES
+    | SERVICE_TABLES
+    | WEB_TABLES
+    | CATALOG_TABLES
+    | WITHDRAW_TABLES
+    | BILLING_TABLES
+    | OTLP_TABLES
+    | COMPACTION_TABLES
+    | BRIDGE_TABLES
+    | SHEET_TABLES
+    | WATCH_TABLES
+    | BUDGET_TABLES
+    | ALERT_TABLES
+    | DAILY_TABLES
+    | FX_TABLES
+    | GAUGE_TABLES
+)
 """The tables after 0005 (cycle), dropped by the first downgrade steps."""
 TABLES = {"store_meta", "rule_file", "rule_version", "batch", "batch_cell", "batch_file",
           *RUN_TABLES, *CYCLE_TABLES, *SERVICE_TABLES, *REPORT_TABLES, *WEB_TABLES,
           *CATALOG_TABLES, *WITHDRAW_TABLES, *BILLING_TABLES, *OTLP_TABLES,
           *COMPACTION_TABLES, *BRIDGE_TABLES, *SHEET_TABLES, *WATCH_TABLES,
-          *BUDGET_TABLES, *ALERT_TABLES, *DAILY_TABLES, *FX_TABLES}  # fmt: skip
-HEAD = "0032"
+          *BUDGET_TABLES, *ALERT_TABLES, *DAILY_TABLES, *FX_TABLES, *GAUGE_TABLES}  # fmt: skip
+HEAD = "0033"
 BATCH_TABLES = {"batch", "batch_cell", "batch_file"}
 runner = CliRunner()
 
@@ -93,7 +109,8 @@ def test_the_migrations_form_one_chain_ending_at_head():
                                  "0009", "0010", "0011", "0012", "0013", "0014",
                                  "0015", "0016", "0017", "0018", "0020", "0021",
                                  "0022", "0023", "0024", "0025", "0026", "0027",
-                                 "0028", "0029", "0030", "0031", "0032"}  # fmt: skip
+                                 "0028", "0029", "0030", "0031", "0032",
+                                 "0033"}  # fmt: skip
     assert head_revision() == HEAD
 
 
@@ -119,23 +136,30 @@ def test_upgrade_from_empty_then_down_to_base_and_up_again(store_url: str):
     assert "ix_month_bridge_part_bridge_id_client" in part_indexes
     claim = {c["name"] for c in inspect(engine).get_columns("alert_delivery")}
     assert {"claimed_by", "claimed_at"} <= claim
+    downgrade(engine, "0032")
+    assert current_revision(engine) == "0032" and tables(engine) == TABLES - GAUGE_TABLES
     downgrade(engine, "0026")
-    assert current_revision(engine) == "0026" and tables(engine) == TABLES - FX_TABLES
+    assert (
+        current_revision(engine) == "0026" and tables(engine) == TABLES - FX_TABLES - GAUGE_TABLES
+    )
     downgrade(engine, "0025")
-    at_0025 = TABLES - DAILY_TABLES - FX_TABLES
+    at_0025 = TABLES - DAILY_TABLES - FX_TABLES - GAUGE_TABLES
     assert current_revision(engine) == "0025" and tables(engine) == at_0025
     downgrade(engine, "0023")
     after = inspect(engine)
-    assert not {"claimed_by", "claimed_at"} & {c["name"]
-                                              for c in after.get_columns("alert_delivery")}
+    assert not {"claimed_by", "claimed_at"} & {
+        c["name"] for c in after.get_columns("alert_delivery")
+    }
     assert len(after.get_check_constraints("alert_delivery")) == 3  # kept by SQLite's table copy
     downgrade(engine, "0022")
-    at_0022 = TABLES - ALERT_TABLES - DAILY_TABLES - FX_TABLES
+    at_0022 = TABLES - ALERT_TABLES - DAILY_TABLES - FX_TABLES - GAUGE_TABLES
     assert current_revision(engine) == "0022" and tables(engine) == at_0022
     downgrade(engine, "0021")
-    at_0021 = TABLES - BUDGET_TABLES - ALERT_TABLES - DAILY_TABLES - FX_TABLES
+    at_0021 = TABLES - BUDGET_TABLES - ALERT_TABLES - DAILY_TABLES - FX_TABLES - GAUGE_TABLES
     assert current_revision(engine) == "0021" and tables(engine) == at_0021
-    after_0020 = WATCH_TABLES | BUDGET_TABLES | ALERT_TABLES | DAILY_TABLES | FX_TABLES
+    after_0020 = (
+        WATCH_TABLES | BUDGET_TABLES | ALERT_TABLES | DAILY_TABLES | FX_TABLES | GAUGE_TABLES
+    )
     downgrade(engine, "0020")
     assert current_revision(engine) == "0020" and tables(engine) == TABLES - after_0020
     downgrade(engine, "0018")
@@ -359,7 +383,6 @@ def test_0020_admits_product_tokens_and_still_refuses_unknown_roles(store_url: s
         roles = dict(connection.execute(text("SELECT name, role FROM token")).all())
     assert roles == {"before": "finance", "pricing": "product"}
     engine.dispose()
-
 
 
 def test_sqlite_store_uses_wal_busy_timeout_and_foreign_keys(tmp_path: Path):

@@ -361,7 +361,7 @@ def _ingest(
 ) -> None:
     from tenantcost.cli.run import resolve_period
     from tenantcost.store import ingest as batches
-    from tenantcost.store import live
+    from tenantcost.store import live, samples
     from tenantcost.store.actor import os_actor
     from tenantcost.store.data import DataDir, Store
     from tenantcost.store.schema import current_store
@@ -377,7 +377,7 @@ def _ingest(
     with current_store(resolved) as engine:
         store = Store(engine, DataDir(resolved.require_data()))
         if source is Source.FILES:
-            ingest = batches.ingest_usage if kind == "usage" else batches.ingest_costs
+            ingest = samples.ingest_usage_files if kind == "usage" else batches.ingest_costs
             done = ingest(store, paths, period=period, mode=options.mode, actor=options.actor,
                           dry_run=options.dry_run, wait=options.wait)  # fmt: skip
         else:

@@ -62,6 +62,7 @@ from tenantcost.store.lock import write_transaction
 from tenantcost.store.models import Batch, BatchCell, BatchFile, table, utcnow
 from tenantcost.store.month_state import MonthClosed, refuse_if_closed
 from tenantcost.store.rules import sha256_hex
+from tenantcost.store.usage_metrics import stored_gauges
 from tenantcost.tables import USAGE_KEY_COLUMNS
 from tenantcost.usage_source import UsageSource, is_url, open_usage, register_filesystems
 from tenantcost.windows import Period, select_period
@@ -199,7 +200,8 @@ def _usage_view(
     """What the store holds that the usage must agree with; refuses a batch without a
     column the stored rules split by (a column ``filled`` with 0 is one it has)."""
     view = read_view(conn, start, end)
-    check_key_columns(view, [*source.metrics, *filled], origin)
+    gauges = list(stored_gauges(conn))  # a gauge key comes from samples, not this batch
+    check_key_columns(view, [*source.metrics, *filled, *gauges], origin)
     return view
 
 

@@ -31,6 +31,7 @@ from tenantcost.config.rules import RuleVersion as RuleVersionModel
 from tenantcost.errors import InputError
 from tenantcost.store.models import RuleFile, RuleVersion, utcnow
 from tenantcost.store.month_state import refuse_rule_version
+from tenantcost.store.usage_metrics import declare_metrics
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,7 @@ def load_rule_file(
         session.add(rule_file)
         session.flush()
         assert rule_file.id is not None
+        declare_metrics(session.connection(), ruleset, rule_file.id, str(path))
         loaded = Loaded(file_sha, already_loaded=False)
         for i, (version, content) in enumerate(zip(ruleset.rules, contents, strict=True)):
             if _known(session, version, content, path, i):

@@ -29,6 +29,7 @@ import duckdb
 import pandas as pd
 from sqlalchemy import Connection, Engine, select
 
+from tenantcost.gauge_usage import GaugedUsage
 from tenantcost.readers.canonical import conform_costs
 from tenantcost.readers.costs import sort_costs
 from tenantcost.split import quote
@@ -36,6 +37,8 @@ from tenantcost.store.compaction import active, active_none, loose_files
 from tenantcost.store.data import UID_SQL, Store
 from tenantcost.store.ingest import CELL_COLUMNS, workload_key
 from tenantcost.store.models import BatchCell, table
+from tenantcost.store.samples import stored_samples
+from tenantcost.store.usage_metrics import stored_gauges
 from tenantcost.tables import empty_costs
 from tenantcost.usage_source import ParquetUsage, UsageSource
 from tenantcost.windows import Period
@@ -46,13 +49,24 @@ _names = itertools.count(1)
 def stored_usage(
     store: Store, period: Period, con: duckdb.DuckDBPyConnection
 ) -> UsageSource | None:
-    """The store's usage of ``period`` (windows inside it), or ``None`` when it has none."""
+    """The store's usage of ``period`` (windows inside it), or ``None`` when it has none.
+    With gauges declared, their samples are integrated into it per hour
+    (:class:`~tenantcost.gauge_usage.GaugedUsage`)."""
     files = _files(store, "usage", period)
-    if files.empty:
+    counters: UsageSource | None = None
+    if not files.empty:
+        cells = _live_cells(store.engine, "usage", period)
+        contested = _contested_cells(store.engine, "usage", period)
+        counters = StoredUsage(store, files, cells, contested, con).within(period)
+    with store.engine.connect() as conn:
+        gauges = stored_gauges(conn)
+        if not gauges:
+            return counters
+        samples = stored_samples(conn, gauges, period.start, period.end)
+    if counters is None and samples.empty:
         return None
-    cells = _live_cells(store.engine, "usage", period)
-    contested = _contested_cells(store.engine, "usage", period)
-    return StoredUsage(store, files, cells, contested, con).within(period)
+    origin = f"stored usage in {store.data.url}"
+    return GaugedUsage(counters, samples, gauges, origin, period)
 
 
 def stored_costs(store: Store, period: Period, *, tag_batches: bool = False) -> pd.DataFrame:
