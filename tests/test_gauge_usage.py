@@ -75,6 +75,10 @@ def test_a_counter_as_samples_and_a_gauge_as_windows_are_refused(folder: Path) -
     assert "storage.csv, header, column 'requests': 'requests' is given as samples" in (
         refused.stderr
     )
+    checked = runner.invoke(app, ["check-config", str(folder / "rules.yaml"), "--usage",
+                                  str(folder / "usage.csv"), "--usage",
+                                  str(folder / "storage.csv")])  # fmt: skip
+    assert checked.exit_code == 2 and "'requests' is given as samples" in checked.stderr
     usage = (folder / "usage.csv").read_text().splitlines()
     with_gauge = [usage[0] + ",storage_bytes", *(r + ",5" for r in usage[1:])]
     (folder / "usage.csv").write_text("\n".join(with_gauge) + "\n")
@@ -88,6 +92,11 @@ def test_a_counter_as_samples_and_a_gauge_as_windows_are_refused(folder: Path) -
         refused.stderr
     )
     assert "Traceback" not in refused.output
+    checked = runner.invoke(app, ["check-config", str(folder / "rules.yaml"), "--usage",
+                                  str(folder / "usage.csv")])  # fmt: skip
+    assert checked.exit_code == 2 and "declared a gauge (metrics:) but given as window" in (
+        checked.stderr
+    )
 
 
 def test_the_store_integrates_samples_across_batches(

@@ -300,3 +300,31 @@ def test_a_key_is_replayed_across_a_token_rotation(served: Served) -> None:
                           timeout=120)  # fmt: skip
     assert conflict.status_code == 409 and "another body" in conflict.json()["detail"]
     assert served.batches().equals(before)
+
+
+def test_records_with_a_time_are_gauge_samples(served: Served, tmp_path: Path) -> None:
+    """`POST /api/v1/usage` records with `time` are samples of the declared gauges (one
+    batch of samples); `mode: sum` and an undeclared gauge are 422 naming the record."""
+    from .service_server import EXAMPLE
+
+    rules = tmp_path / "rules.yaml"
+    seats = "metrics:\n  seats: {kind: gauge, unit: seat, stale_after: 25h}\n"
+    rules.write_text((EXAMPLE / "rules.yaml").read_text() + seats)
+    tenantcost("rules", "load", str(rules), "--db", served.db, "--data", str(served.data))
+    samples = [{"time": "2026-12-14T08:00:00.000250Z", "service": "api", "client": "client-a",
+                "seats": 12},
+               {"time": "2026-12-14T08:00:00Z", "service": "api", "client": "client-b",
+                "seats": "3.5"}]  # fmt: skip
+    before = served.batches()
+    answer = served.post({"records": samples})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["records"] == 2 and answer.json()["cells"] == 0
+    after = served.batches()
+    assert len(after) == len(before) + 1
+    summed = served.post({"mode": "sum", "records": samples})
+    assert summed.status_code == 422 and "sum is refused for gauge samples" in summed.text
+    unknown = served.post({"records": [{**samples[0], "seats": 1, "tables": 4}]})
+    assert unknown.status_code == 422, unknown.text
+    assert "'tables' is given as samples" in unknown.json()["detail"]
+    assert "records.csv" not in unknown.text and "/tmp" not in unknown.text
+    assert served.batches().equals(after)

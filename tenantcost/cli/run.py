@@ -34,7 +34,7 @@ from tenantcost.progress import chunk_progress
 from tenantcost.reconcile import Cascade, cascade, require_closed
 from tenantcost.report.sheet_view import SheetView
 from tenantcost.split import connect
-from tenantcost.usage_source import is_url, open_usage
+from tenantcost.usage_source import is_url
 from tenantcost.windows import Period, parse_utc
 from tenantcost.writers.collection import collect_summary
 from tenantcost.writers.compare import compare_document, compare_table
@@ -478,9 +478,13 @@ def collect(
 def check_usage(ruleset: RuleSet, config: Path, usage: list[str]) -> None:
     """``check-config --usage``: the rule file's keys and services against the usage."""
     from tenantcost.config.rules import check_against_usage
+    from tenantcost.gauge_usage import open_gauged
 
     con = connect()
-    source = open_usage([p if is_url(p) else Path(p) for p in usage], con)
+    # sample files are read as gauges (a counter given as samples, or a gauge as windows,
+    # is refused there)
+    source = open_gauged([p if is_url(p) else Path(p) for p in usage], con, ruleset.gauges)
+    assert source is not None
     services = source.services(con)
     check_against_usage(
         ruleset, source.metrics, services, origin=str(config), usage_origin=source.origin

@@ -267,9 +267,11 @@ def _ingest(
     digest: str,
 ) -> JSONResponse:
     """Ingest the upload as one batch, storing the answer under ``key`` atomically."""
+    from tenantcost.readers.samples import is_samples_file
     from tenantcost.readers.usage import read_usage
     from tenantcost.split import connect
     from tenantcost.store.ingest import ingest_usage_source
+    from tenantcost.store.samples import ingest_samples
     from tenantcost.usage_source import FrameUsage, ParquetUsage
 
     settings, store = request.app.state.settings, request.app.state.store
@@ -279,6 +281,18 @@ def _ingest(
     recorder = _Recorder(principal, key, digest)
     con = connect()
     with _ingest_errors(upload):
+        if is_samples_file(upload.path):  # records with a time: gauge samples
+            if mode is Mode.SUM:
+                raise Problem(422, "mode: sum is refused for gauge samples (records with "
+                              "a time): a level re-sent for an instant replaces it")  # fmt: skip
+            try:
+                done = ingest_samples(store, [upload.path], period=None, actor=principal.actor,
+                                      wait=settings.ingest_wait, in_transaction=recorder,
+                                      origin=origin)  # fmt: skip
+            except _Replay as replay:
+                return replay.answer.response(replayed=True)
+            assert recorder.answer is not None
+            return recorder.answer.response()
         if upload.label == "records":
             source: Any = FrameUsage(read_usage([upload.path]), origin=origin)
         else:

@@ -81,16 +81,18 @@ def ingest_samples(
     dry_run: bool = False,
     wait: float = 0.0,
     in_transaction: InTransaction | None = None,
+    origin: str | None = None,
 ) -> Ingested:
-    """Store the samples of ``paths`` as one usage batch (all or nothing)."""
+    """Store the samples of ``paths`` as one usage batch (all or nothing); ``origin`` is the
+    batch's source (default: the paths)."""
     with store.engine.connect() as conn:
         gauges = stored_gauges(conn)
-    origin = ", ".join(str(p) for p in paths)
+    given = ", ".join(str(p) for p in paths)
     if not gauges:
         raise InputError(
             "these are gauge samples (a time column) but the store declares no gauge: load a "
             "rule file whose metrics: declares them (kind: gauge) first",
-            file=origin,
+            file=given,
         )
     samples = read_samples(paths, gauges)
     skipped = 0
@@ -100,7 +102,7 @@ def ingest_samples(
         samples = samples.loc[inside].reset_index(drop=True)
     if samples.empty:
         raise InputError("no samples to ingest" + (" in the period" if skipped else ""),
-                         file=origin)  # fmt: skip
+                         file=given)  # fmt: skip
     first, last = int(samples["t_us"].min()), int(samples["t_us"].max())
     window_from = _at(first // HOUR_US * HOUR_US)
     window_to = _at(last // HOUR_US * HOUR_US + HOUR_US)
@@ -116,7 +118,7 @@ def ingest_samples(
                          "ingest usage")  # fmt: skip
         inserted = conn.execute(
             insert(table(Batch)).values(
-                uid=uid, kind="usage", source=origin, mode="replace", rows=len(samples),
+                uid=uid, kind="usage", source=origin or given, mode="replace", rows=len(samples),
                 sha256=sha, window_from=window_from.to_pydatetime(),
                 window_to=window_to.to_pydatetime(), actor=actor, status="committed",
                 created_at=utcnow())
