@@ -103,6 +103,26 @@ def ingest_samples(
     if samples.empty:
         raise InputError("no samples to ingest" + (" in the period" if skipped else ""),
                          file=given)  # fmt: skip
+    return store_samples(store, samples, gauges, origin=origin or given, actor=actor,
+                         dry_run=dry_run, wait=wait, in_transaction=in_transaction,
+                         skipped=skipped)  # fmt: skip
+
+
+def store_samples(
+    store: Store,
+    samples: pd.DataFrame,
+    gauges: dict[str, Metric],
+    *,
+    origin: str,
+    actor: str,
+    dry_run: bool = False,
+    wait: float = 0.0,
+    in_transaction: InTransaction | None = None,
+    skipped: int = 0,
+) -> Ingested:
+    """Store checked samples (``metric, service, client, t_us, value``: the canonical sample
+    table of :mod:`tenantcost.readers.samples`, every metric one of ``gauges``, no instant
+    twice) as one usage batch, all or nothing; refused when a month they reach is closed."""
     first, last = int(samples["t_us"].min()), int(samples["t_us"].max())
     window_from = _at(first // HOUR_US * HOUR_US)
     window_to = _at(last // HOUR_US * HOUR_US + HOUR_US)
@@ -118,7 +138,7 @@ def ingest_samples(
                          "ingest usage")  # fmt: skip
         inserted = conn.execute(
             insert(table(Batch)).values(
-                uid=uid, kind="usage", source=origin or given, mode="replace", rows=len(samples),
+                uid=uid, kind="usage", source=origin, mode="replace", rows=len(samples),
                 sha256=sha, window_from=window_from.to_pydatetime(),
                 window_to=window_to.to_pydatetime(), actor=actor, status="committed",
                 created_at=utcnow())
