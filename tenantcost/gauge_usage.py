@@ -89,8 +89,8 @@ class GaugedUsage(UsageSource):
         con.execute("DROP TABLE chunk_usage")
         con.execute(f"DROP TABLE {table}")
         con.execute("ALTER TABLE chunk_usage_gauged RENAME TO chunk_usage")
-        row = con.execute("SELECT count(*) FROM chunk_usage").fetchone()
-        return int(row[0]) if row else 0
+        rows = con.execute("SELECT count(*) FROM chunk_usage").fetchall()
+        return int(rows[0][0]) if rows else 0
 
     def _joined(self, counters: str, columns: list[str], gauges: str) -> str:
         """The counters' rows (``counters``, a table or a parenthesised query with
@@ -113,10 +113,15 @@ class GaugedUsage(UsageSource):
         )
 
     def _integrate(
-        self, con: duckdb.DuckDBPyConnection, start: pd.Timestamp, end: pd.Timestamp
+        self,
+        con: duckdb.DuckDBPyConnection,
+        start: pd.Timestamp,
+        end: pd.Timestamp,
+        warn_stale: bool = True,
     ) -> str:
         """The gauges' hourly measures of ``[start, end)`` in a new table (its name); warns
-        of the stale spans."""
+        of the stale spans (a chunk of the run does; an aggregate over the whole source,
+        :meth:`relation`, does not say it again)."""
         reach = max((g.stale_seconds for g in self.gauges.values()), default=0)
         lo = (start.value // 1000) - reach * 1_000_000
         hi = end.value // 1000
@@ -139,7 +144,7 @@ class GaugedUsage(UsageSource):
             )
         finally:
             con.unregister(name)
-        message = stale_warning(done.stale)
+        message = stale_warning(done.stale) if warn_stale else None
         if message:
             warn(message)
         return table
@@ -171,7 +176,7 @@ class GaugedUsage(UsageSource):
         """Every row of the source's period (or of its samples' span), gauges integrated
         (into a table of the connection: the integral is not a view of the samples)."""
         start, end = self._span(con)
-        table = self._integrate(con, start, end)
+        table = self._integrate(con, start, end, warn_stale=False)
         if self.inner is None:
             return self._joined(_EMPTY_COUNTERS, list(USAGE_KEY_COLUMNS), table)
         inner = self.inner.relation(con)
@@ -198,13 +203,13 @@ class GaugedUsage(UsageSource):
 
 def _inner_span(con: duckdb.DuckDBPyConnection, inner: UsageSource) -> tuple[int, int] | None:
     """The counters' first window start and last window end (µs)."""
-    row = con.execute(
+    rows = con.execute(  # fetchall: no result left open on the connection
         f"SELECT epoch_us(min(window_start)), epoch_us(max(window_end)) "
         f"FROM ({inner.relation(con)})"
-    ).fetchone()
-    if row is None or row[0] is None:
+    ).fetchall()
+    if not rows or rows[0][0] is None:
         return None
-    return int(row[0]), int(row[1])
+    return int(rows[0][0]), int(rows[0][1])
 
 
 def _literal(text: str) -> str:

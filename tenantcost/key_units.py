@@ -10,6 +10,8 @@ the report.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 KEY_LABELS: dict[str, str] = {
     "requests": "requests",
     "cpu_seconds": "CPU seconds",
@@ -18,19 +20,39 @@ KEY_LABELS: dict[str, str] = {
 }
 
 
-def key_label(key: str) -> str:
-    """A usage column or key as words (``cpu_seconds`` -> ``CPU seconds``)."""
+GaugeUnits = Mapping[str, str | None]
+"""The declared gauges (``metrics:``) by column, each with its ``unit`` (or None)."""
+_BYTE_UNITS = ("byte", "bytes", "B")
+
+
+def gauge_measure(unit: str | None) -> tuple[str, float]:
+    """How a gauge's measure (unit-hours) is shown: (the unit's name, unit-hours per shown
+    unit). Bytes read in GiB-hours, anything else in its own unit-hours (seat-hours)."""
+    if unit in _BYTE_UNITS:
+        return "GiB-hours", float(2**30)
+    return f"{unit or 'unit'}-hours", 1.0
+
+
+def key_label(key: str, gauges: GaugeUnits | None = None) -> str:
+    """A usage column or key as words (``cpu_seconds`` -> ``CPU seconds``); a gauge names its
+    measure (``storage bytes (GiB-hours)``)."""
+    if gauges and key in gauges:
+        return f"{key.replace('_', ' ')} ({gauge_measure(gauges[key])[0]})"
     if key in KEY_LABELS:
         return KEY_LABELS[key]
     return key.replace("_", " ")
 
 
-def unit_basis(key: str) -> tuple[str, float] | None:
+def unit_basis(key: str, gauges: GaugeUnits | None = None) -> tuple[str, float] | None:
     """How a unit cost is quoted for a key: (label, measure units per quoted unit), or None.
 
-    Request-like counts are quoted per 1,000, CPU time per CPU-hour, bytes per GiB; ``even``
-    and fixed weights have no unit, so no unit cost.
+    Request-like counts are quoted per 1,000, CPU time per CPU-hour, bytes per GiB, a gauge
+    per unit-hour of its measure (per GiB-hour); ``even`` and fixed weights have no unit, so
+    no unit cost.
     """
+    if gauges and key in gauges:
+        name, scale = gauge_measure(gauges[key])
+        return f"per {name.removesuffix('s')}", scale
     if key in ("even", "weights", ""):
         return None
     if key.endswith("_seconds"):

@@ -5,6 +5,7 @@ client's byte-hours, from sample files (``allocate``) and from the store (``inge
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -125,6 +126,10 @@ def test_the_store_integrates_samples_across_batches(
         assert done.exit_code == 0, done.output
     assert "4 rows, 0 (window, service) cells, 0 file(s)" in done.stdout
     first = run_lines()
+    status = cli("status", "--usage", "--month", "2026-11")
+    assert status.exit_code == 0, status.output
+    assert "storage_bytes (GiB-hours)" in status.stdout  # byte-hours, shown in GiB-hours
+    assert re.search(r"db\s+client-b\s+0\s+0\.0\s+4\.50*\n", status.stdout), status.stdout
     assert {c: m for c, (m, _) in first.items()} == pytest.approx(MEASURES, abs=1e-6)
     allocated = runner.invoke(app, ["allocate", "--config", str(folder / "rules.yaml"),
                                     "--format", "json"])  # fmt: skip

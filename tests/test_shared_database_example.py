@@ -173,3 +173,16 @@ def test_both_exports_pass_the_focus_validator() -> None:
         assert report.failed_mandatory == [], report.output
         # every line is on an invoice: the validator cannot know it (test_invoice_example.py)
         assert set(report.failures) <= {"InvoiceId-C-004-C"}, report.output
+
+
+def test_the_sheets_name_a_gauge_s_measure_in_its_unit(tmp_path: Path) -> None:
+    done = runner.invoke(app, ["report", "--config", str(FOLDER / "rules.yaml"),
+                               "--out", str(tmp_path), "--format", "md"])  # fmt: skip
+    assert done.exit_code == 0, done.output
+    sheet = (tmp_path / "clients" / "initech.md").read_text()
+    row = next(r for r in sheet.splitlines() if r.startswith("| database storage"))
+    # initech's byte-hours of PostgreSQL storage over the month, in GiB-hours
+    measured = hourly_measures("storage_bytes", ("db",), True, 7 * HOUR_S)
+    gib_hours = sum(by.get("initech", 0) for by in measured.values()) / 2**30
+    assert f"| storage bytes (GiB-hours) | {round(gib_hours):,} |" in row
+    assert "per GiB-hour" in row

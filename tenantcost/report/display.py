@@ -14,7 +14,12 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from tenantcost.key_units import KEY_LABELS, key_label, unit_basis  # noqa: F401  (re-exported)
+from tenantcost.key_units import (  # noqa: F401  (re-exported)
+    KEY_LABELS,
+    gauge_measure,
+    key_label,
+    unit_basis,
+)
 from tenantcost.money import MINOR_UNIT_EXPONENT, round_for_display
 
 CURRENCY_PLACES: dict[str, int] = {

@@ -36,6 +36,7 @@ from tenantcost.report.display import (
     format_rate,
     format_share,
     format_units,
+    gauge_measure,
     key_label,
     period_label,
     unit_basis,
@@ -283,10 +284,12 @@ def _lines(
     amounts = [format_units(u, pack.places) for u in units]
     total = format_units(shown_total, pack.places)
     billed = billed_sources(pack)
+    gauges = {g: m.unit for g, m in pack.inputs.ruleset.gauges.items()}
     out = []
     for line, amount in zip(mine, amounts, strict=True):
         keyed = line.kind in ("shared", "external", "billed")
-        basis = unit_basis(str(line.key)) if keyed else None
+        basis = unit_basis(str(line.key), gauges) if keyed else None
+        shown = gauge_measure(gauges[str(line.key)])[1] if str(line.key) in gauges else 1.0
         rate = "-"
         if basis is not None and line.measure > 0:
             rate = format_rate(line.amount / (line.measure / basis[1]), pack.places)
@@ -299,9 +302,11 @@ def _lines(
             SheetLine(
                 source=str(line.source),
                 kind=_kind_label(str(line.kind), str(line.source), billed),
-                key=key_label(str(line.key)) if line.key else "-",
-                measure=format_measure(line.measure) if keyed else "-",
-                total_measure=format_measure(line.total_measure) if keyed and not hide else "-",
+                key=key_label(str(line.key), gauges) if line.key else "-",
+                measure=format_measure(line.measure / shown) if keyed else "-",
+                total_measure=(
+                    format_measure(line.total_measure / shown) if keyed and not hide else "-"
+                ),
                 share=WITHHELD if hide else format_share(share),
                 pool=(
                     WITHHELD

@@ -17,13 +17,15 @@ usage values are at most 6 decimals in practice).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
 import pandas as pd
 from sqlalchemy import Engine, func, select
 
+from tenantcost.gauge_usage import GaugedUsage
+from tenantcost.key_units import gauge_measure
 from tenantcost.split import quote
 from tenantcost.store.data import Store
 from tenantcost.store.models import Batch, BatchFile, BatchWithdrawal, table
@@ -47,10 +49,16 @@ class UsageTotals:
     metrics: list[str]
     rows: pd.DataFrame
     count: int
+    gauges: dict[str, str | None] = field(default_factory=dict)
+    """The gauges among ``metrics`` (their unit): their figures are unit-hours, the time
+    integral of the sampled level (byte-hours)."""
 
     def document(self) -> dict[str, Any]:
-        """The month's object in ``status --usage --format json``."""
+        """The month's object in ``status --usage --format json``: a gauge's figures are
+        unit-hours (``gauges`` names them with their unit)."""
         return {"month": self.month, "metrics": list(self.metrics),
+                "gauges": {g: {"unit": u, "measure": "unit-hours"}
+                           for g, u in self.gauges.items()},
                 "usage": _numbers(self.rows, self.metrics).to_dict("records")}  # fmt: skip
 
 
@@ -103,6 +111,9 @@ def usage_totals(
     if source is None:
         return UsageTotals(month, [], _empty([]), 0)
     metrics = list(source.metrics)
+    gauges = (
+        {g: m.unit for g, m in source.gauges.items()} if isinstance(source, GaugedUsage) else {}
+    )
     sums = ", ".join(f"fsum({quote(m)}) AS {quote(m)}" for m in metrics)
     grouped = (
         f"SELECT service, client, {sums} FROM ({source.relation(con)}) GROUP BY service, client"
@@ -110,7 +121,7 @@ def usage_totals(
     counted = con.execute(f"SELECT count(*) FROM ({grouped})").fetchall()
     page = f" LIMIT {int(limit)} OFFSET {int(offset)}" if limit is not None else ""
     rows = con.execute(f"{grouped} ORDER BY service, client{page}").df()
-    return UsageTotals(month, metrics, rows, int(counted[0][0]) if counted else 0)
+    return UsageTotals(month, metrics, rows, int(counted[0][0]) if counted else 0, gauges)
 
 
 def usage_clients(store: Store, month: str) -> list[str]:
@@ -156,10 +167,14 @@ def totals_table(totals: list[UsageTotals]) -> str:
     rows = pd.concat(frames, ignore_index=True).reindex(
         columns=["month", "service", "client", *metrics]
     )
+    gauges = {g: u for t in totals for g, u in t.gauges.items()}
+    scale = {g: gauge_measure(u) for g, u in gauges.items()}  # byte-hours as GiB-hours
     columns = [rows["month"].astype(str).tolist(), rows["service"].astype(str).tolist(),
                [shown_client(str(c)) for c in rows["client"]],
-               *(shown_column(rows[m]) for m in metrics)]  # fmt: skip
-    header = ["month", "service", "client", *metrics]
+               *(shown_column(rows[m] / scale[m][1] if m in scale else rows[m])
+                 for m in metrics)]  # fmt: skip
+    header = ["month", "service", "client",
+              *(f"{m} ({scale[m][0]})" if m in scale else m for m in metrics)]  # fmt: skip
     return render_table(header, [list(r) for r in zip(*columns, strict=True)],
                         set(range(3, len(header))))  # fmt: skip
 
