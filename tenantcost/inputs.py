@@ -23,9 +23,10 @@ import pandas as pd
 from tenantcost.billing import BillingRun, prepare_billing
 from tenantcost.collect import RESPONSES_FOLDER, CostInput, load_costs
 from tenantcost.config.rules import RuleSet, load_rules
+from tenantcost.config.sources import PrometheusSource
 from tenantcost.duck import connect
 from tenantcost.errors import InputError
-from tenantcost.gauge_usage import open_gauged
+from tenantcost.gauge_usage import GaugedUsage, open_gauged
 from tenantcost.usage_source import FrameUsage, UsageSource, is_url
 from tenantcost.windows import Period, data_period
 
@@ -152,9 +153,25 @@ def open_billing_run(
 
 def prometheus_usage(ruleset: RuleSet, span: Period) -> UsageSource:
     """Usage straight from ``sources.prometheus`` for ``span`` (held in memory)."""
-    from tenantcost.readers.prometheus import read_prometheus_usage
+    from tenantcost.readers.prometheus import read_prometheus_samples, read_prometheus_usage
 
     prometheus = ruleset.sources.prometheus
     assert prometheus is not None
-    frame = read_prometheus_usage(prometheus, span.start, span.end)
-    return FrameUsage(frame, origin=f"prometheus {prometheus.url}")
+    origin = f"prometheus {prometheus.url}"
+    gauges = [g for g in ruleset.gauges if g in prometheus.queries]
+    frame = read_prometheus_usage(prometheus, span.start, span.end, gauges)
+    if not ruleset.gauges:
+        return FrameUsage(frame, origin=origin)
+    samples = read_prometheus_samples(prometheus, gauges, *_reach(ruleset, prometheus, span))
+    return GaugedUsage(FrameUsage(frame, origin=origin), samples.assign(rank=1),
+                       ruleset.gauges, origin)  # fmt: skip
+
+
+def _reach(
+    ruleset: RuleSet, prometheus: PrometheusSource, span: Period
+) -> tuple[pd.Timestamp, pd.Timestamp]:
+    """The instants a gauge is sampled at: from the longest ``stale_after`` before ``span``
+    (a level sampled then still holds in it), on the query's step."""
+    step = prometheus.step_timedelta
+    reach = pd.Timedelta(seconds=max(m.stale_seconds for m in ruleset.gauges.values()))
+    return span.start - (reach // step) * step, span.end

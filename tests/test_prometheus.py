@@ -576,9 +576,99 @@ rules:
     a_share = (api["requests"] / per_hour)[api["client"] == "a"].sum()
     a_api = next(
         line["amount"]
-        for c in doc["clients"] if c["client"] == "a"
-        for line in c["lines"] if line["source"] == "api"
+        for c in doc["clients"]
+        if c["client"] == "a"
+        for line in c["lines"]
+        if line["source"] == "api"
     )
     assert abs(a_api - a_share * 500_000) <= HOURS  # at most one unit per hour of rounding
     # usage without a client label is kept as unattributed, not dropped
     assert any(d["cause"] == "usage without client id" for d in doc["unattributed_detail"])
+
+
+# --------------------------------------------------------------------------- gauges
+
+LEVEL = "sum by ({client_label}, {service_label}) (app_cpu_seconds_total)"
+"""A level at each instant: the CPU counters' raw values read as a gauge (exact quarters)."""
+
+
+def expected_levels(server: PrometheusServer, hours: range) -> dict[tuple, str]:
+    """(hour, service, client) -> the sum of the pair's counter values at that instant."""
+    out: dict[tuple, float] = {}
+    for s in server.history.series:
+        if s.family != METRICS["cpu_seconds"]:
+            continue
+        for hour in hours:
+            key = (hour, s.labels["service"], s.labels.get("client", ""))
+            out[key] = out.get(key, 0.0) + float(s.values[hour * PER_HOUR])
+    return {k: repr(v).removesuffix(".0") for k, v in out.items()}
+
+
+def test_a_gauge_query_gives_one_sample_per_series_and_step(prometheus: PrometheusServer) -> None:
+    src = source(prometheus, queries={"level": LEVEL})
+    samples = prom.read_prometheus_samples(src, ["level"], START, START + 4 * HOUR)
+    got = {
+        (int((t - START.value // 1000) // 3_600_000_000), s, c): v
+        for t, s, c, v in zip(samples["t_us"], samples["service"], samples["client"],
+                              samples["value"], strict=True)
+    }  # fmt: skip
+    assert got == expected_levels(prometheus, range(4))
+    assert set(samples["metric"]) == {"level"}
+
+
+def test_allocate_splits_by_a_gauge_from_prometheus(
+    prometheus: PrometheusServer, tmp_path: Path
+) -> None:
+    """``metrics:`` declares ``level`` a gauge: allocate samples it hourly from Prometheus and
+    splits the api by each client's level-hours (a level held for the hour after its
+    sample)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from tenantcost.cli import app
+
+    hours = pd.date_range(START, START + 3 * HOUR, freq="h", tz="UTC", inclusive="left")
+    pd.DataFrame(
+        {
+            "window_start": [h.isoformat() for h in hours],
+            "window_end": [(h + HOUR).isoformat() for h in hours],
+            "cluster": "c1",
+            "namespace": "saas",
+            "controller_kind": "deployment",
+            "controller": "api",
+            "total_cost": 0.5,
+        }
+    ).to_csv(tmp_path / "costs.csv", index=False)
+    (tmp_path / "rules.yaml").write_text(f"""
+sources:
+  costs: [costs.csv]
+  prometheus:
+    url: "{prometheus.url}"
+    queries: {{requests: "sum by ({{client_label}}, {{service_label}}) (increase(app_requests_total[{{window}}]))", level: "{LEVEL}"}}
+metrics:
+  level: {{kind: gauge, unit: CPU-second, stale_after: 1h}}
+rules:
+  - id: v1
+    effective_from: 2024-01-01
+    workloads:
+      - {{match: {{controller: api}}, class: shared, service: api, key: level}}
+      - {{match: {{controller: import}}, class: shared, service: import, key: requests}}
+""")  # noqa: E501
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InputWarning)  # the fixture's gaps in requests
+        result = CliRunner().invoke(
+            app, ["allocate", "--config", str(tmp_path / "rules.yaml"), "--format", "json"]
+        )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["gap"] == 0
+    levels = expected_levels(prometheus, range(3))
+    measure = {
+        c["client"]: line["measure"]
+        for c in doc["clients"]
+        for line in c["lines"]
+        if line["source"] == "api"
+    }
+    for client in ("a", "b"):
+        assert measure[client] == sum(float(levels[(h, "api", client)]) for h in range(3))

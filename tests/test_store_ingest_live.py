@@ -326,3 +326,36 @@ def test_since_last_lookback_starts_and_re_reads_recent_hours(store):
         assert abs(costs["total_cost"].sum() - expected_costs(server, T0, T0 + 9 * HOUR)) < 1e-9
     misplaced = runner.invoke(app, ["ingest", "--lookback", "6", "costs"])
     assert misplaced.exit_code == 2 and "belong to `ingest --since-last`" in misplaced.stderr
+
+
+def test_a_declared_gauge_is_sampled_into_its_own_batch(store, prometheus, tmp_path):
+    """`ingest usage --prometheus` with a gauge the store declares and the rule file queries:
+    the counters' batch, then a batch of samples (one per series and hour), which `run`'s
+    reader integrates (each level held for its hour, stale_after 1h)."""
+    query = "sum by ({client_label}, {service_label}) (app_cpu_seconds_total)"
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        f'sources:\n  prometheus: {{url: "{prometheus.url}", queries: {{requests: "sum by '
+        '({client_label}, {service_label}) (increase(app_requests_total[{window}]))", '
+        f'level: "{query}"}}}}\n'
+        "metrics:\n  level: {kind: gauge, stale_after: 1h}\n"
+        "rules:\n  - id: v1\n    effective_from: 2024-01-01\n    workloads:\n"
+        "      - {match: {controller: api}, class: shared, service: api, key: level}\n"
+        "      - {match: {controller: import}, class: shared, service: import, key: requests}\n"
+    )
+    assert cli(store, "rules", "load", str(rules)).exit_code == 0
+    end = T0 + pd.Timedelta(hours=3)
+    done = cli(store, "ingest", "usage", "--prometheus", "--from", z(T0), "--to", z(end))
+    assert done.exit_code == 0, done.output
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 2 and all(line.startswith("usage: batch ") for line in lines)
+    assert "0 (window, service) cells, 0 file(s)" in lines[1]  # 3 hours x 5 series of samples
+    assert " 15 rows" in lines[1], lines[1]
+    frame = stored_usage_frame(store, Period(T0, end))
+    a = frame[(frame["service"] == "api") & (frame["client"] == "a")]
+    levels = PrometheusSource.model_validate({"url": prometheus.url, "queries": {"l": query}})
+    from tenantcost.readers.prometheus import read_prometheus_samples
+
+    samples = read_prometheus_samples(levels, ["l"], T0, end)
+    mine = samples[(samples["service"] == "api") & (samples["client"] == "a")]
+    assert sorted(a["level"].astype(float)) == sorted(mine["value"].astype(float))

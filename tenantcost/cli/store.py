@@ -385,7 +385,9 @@ def _ingest(
             ruleset = live.ruleset_for_sources(engine, config)
             if source is Source.PROMETHEUS:
                 ruleset = live.require_prometheus(ruleset, config)
-                done = live.ingest_prometheus(store, ruleset, period, options)
+                for each in live.ingest_prometheus(store, ruleset, period, options):
+                    _report(each)  # the counters' batch, then the gauges' samples
+                return
             else:
                 opencost = live.opencost(ruleset, opencost_url)
                 assert opencost is not None
@@ -490,9 +492,16 @@ def _since_last(
                                options=live.Options("replace", os_actor(), wait=wait),
                                lookback=lookback)  # fmt: skip
     for item in done:
-        if not isinstance(item, live.Skipped):
-            _warn(item)
-        typer.echo(item.reason if isinstance(item, live.Skipped) else _ingested_line(item))
+        _report(item)
+
+
+def _report(item: Any) -> None:
+    """One ingest's warnings and line, or why a source was skipped."""
+    from tenantcost.store import live
+
+    if not isinstance(item, live.Skipped):
+        _warn(item)
+    typer.echo(item.reason if isinstance(item, live.Skipped) else _ingested_line(item))
 
 
 def _warn(done: Ingested) -> None:

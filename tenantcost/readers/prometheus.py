@@ -40,6 +40,7 @@ end, in one request per column instead of one per window. Periods longer than
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -52,8 +53,11 @@ from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
+from tenantcost.client_id import bad_client_ids, client_id_problem
 from tenantcost.config.sources import PrometheusSource
 from tenantcost.errors import InputError, warn
+from tenantcost.gauges import LEVEL_PLACES
+from tenantcost.readers.samples import empty_samples
 from tenantcost.readers.usage import check_usage_keys
 from tenantcost.tables import empty_usage
 from tenantcost.timefmt import ISO_Z_FORMAT, iso_z_seconds
@@ -76,7 +80,10 @@ _RETRY = Retry(
 
 
 def read_prometheus_usage(
-    source: PrometheusSource, start: pd.Timestamp, end: pd.Timestamp
+    source: PrometheusSource,
+    start: pd.Timestamp,
+    end: pd.Timestamp,
+    gauges: Collection[str] = (),
 ) -> pd.DataFrame:
     """The canonical usage table for the windows of ``source.step`` from ``start`` to ``end``.
 
@@ -89,7 +96,7 @@ def read_prometheus_usage(
     step = source.step_timedelta
     first_end, last_end = _period(start, end, step)
     window_ends = pd.date_range(first_end, last_end, freq=step).as_unit("ns")
-    columns = list(source.queries)
+    columns = [c for c in source.queries if c not in gauges]  # gauges: read_prometheus_samples
     url = _display_url(source.url)
     if last_end > pd.Timestamp.now(tz="UTC"):
         warn(
@@ -97,21 +104,7 @@ def read_prometheus_usage(
             "windows after now are incomplete or missing"
         )
 
-    session = requests.Session()
-    responses: list[requests.Response] = []
-    session.hooks["response"].append(lambda response, *args, **kwargs: responses.append(response))
-    client = PrometheusConnect(
-        url=source.url,
-        headers=dict(source.headers) or None,
-        retry=_RETRY,
-        auth=(
-            (source.basic_auth.username, source.basic_auth.password.get_secret_value())
-            if source.basic_auth
-            else None
-        ),
-        session=session,
-        timeout=source.timeout_seconds,
-    )
+    client, responses = _connect(source)
     pairs: dict[tuple[str, str], int] = {}
     try:
         samples = [
@@ -168,6 +161,77 @@ def read_prometheus_usage(
     check_usage_keys(usage["window_start"], usage["window_end"], usage["client"],
                      lambda position: (None, str(usage["origin"].iloc[position])))  # fmt: skip
     return usage
+
+
+def read_prometheus_samples(
+    source: PrometheusSource, gauges: Sequence[str], start: pd.Timestamp, end: pd.Timestamp
+) -> pd.DataFrame:
+    """Gauge samples: each gauge column's query (the level, such as ``sum by (client,
+    service) (tenant_storage_bytes)``) evaluated at every step from ``start`` to
+    ``end - step`` in one range query per column; each value is the level of its series at
+    that instant (:mod:`tenantcost.readers.samples`' table, ``origin`` naming the query).
+    Prometheus' values are floats: each is kept as the shortest decimal of the float rounded
+    to :data:`~tenantcost.gauges.LEVEL_PLACES` places (a float's further digits are noise)."""
+    step = source.step_timedelta
+    first, last = _period(start, end, step)
+    instants = pd.date_range(first - step, last - step, freq=step).as_unit("ns")
+    url = _display_url(source.url)
+    client, responses = _connect(source)
+    pairs: dict[tuple[str, str], int] = {}
+    try:
+        found = [
+            _query_column(client, responses, source, column, instants, url, pairs)
+            for column in gauges
+        ]
+    finally:
+        client.close()
+    names = sorted(pairs, key=pairs.__getitem__)  # by pair id
+    frames = []
+    for column, (keys, values) in zip(gauges, found, strict=True):
+        pair, slot = keys // len(instants), keys % len(instants)
+        levels = pc.cast(pa.array(np.round(values, LEVEL_PLACES)), pa.string())
+        frames.append(
+            pd.DataFrame(
+                {
+                    "metric": column,
+                    "service": _take([s for s, _ in names], pair),
+                    "client": _take([c for _, c in names], pair),
+                    "t_us": instants[slot].asi8 // 1000,
+                    "value": pd.Series(levels, dtype="str"),
+                    "origin": f"prometheus {url} query '{column}'",
+                }
+            )
+        )
+    samples = pd.concat(frames, ignore_index=True) if frames else empty_samples()
+    bad = bad_client_ids(samples["client"]).to_numpy()
+    if bad.any():
+        position = int(np.flatnonzero(bad)[0])
+        raise InputError(
+            client_id_problem(str(samples["client"].iloc[position])) or "client id refused",
+            file=f"prometheus {url}",
+            where=f"query '{samples['metric'].iloc[position]}'",
+        )
+    return samples
+
+
+def _connect(source: PrometheusSource) -> tuple[PrometheusConnect, list[requests.Response]]:
+    """A client of ``source`` and the list its responses are recorded in (for errors)."""
+    session = requests.Session()
+    responses: list[requests.Response] = []
+    session.hooks["response"].append(lambda response, *args, **kwargs: responses.append(response))
+    client = PrometheusConnect(
+        url=source.url,
+        headers=dict(source.headers) or None,
+        retry=_RETRY,
+        auth=(
+            (source.basic_auth.username, source.basic_auth.password.get_secret_value())
+            if source.basic_auth
+            else None
+        ),
+        session=session,
+        timeout=source.timeout_seconds,
+    )
+    return client, responses
 
 
 def _take(texts: list[str], codes: np.ndarray) -> pd.Series:

@@ -24,6 +24,7 @@ the first ingest names its period (``--from/--to`` or ``--month``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -31,12 +32,15 @@ from pathlib import Path
 import pandas as pd
 from sqlalchemy import Engine, func, select
 
+from tenantcost.config.metrics import Metric
 from tenantcost.config.rules import RuleSet, load_rules
 from tenantcost.config.sources import OpenCostSource
 from tenantcost.errors import InputError
 from tenantcost.store.data import Store
 from tenantcost.store.ingest import Ingested, ingest_cost_table, ingest_usage_source
 from tenantcost.store.models import Batch, BatchCell, RuleFile, table
+from tenantcost.store.samples import store_samples
+from tenantcost.store.usage_metrics import stored_gauges
 from tenantcost.timefmt import iso_z_seconds
 from tenantcost.usage_source import FrameUsage
 from tenantcost.windows import Period
@@ -99,13 +103,39 @@ class Options:
     wait: float = 0.0
 
 
-def prometheus_rows(ruleset: RuleSet, period: Period) -> FrameUsage:
-    """``sources.prometheus``'s usage of ``period`` (the reader ``allocate`` uses)."""
-    from tenantcost.inputs import prometheus_usage
+def prometheus_rows(ruleset: RuleSet, period: Period, gauges: Sequence[str] = ()) -> FrameUsage:
+    """``sources.prometheus``'s counters of ``period`` (the reader ``allocate`` uses; the
+    ``gauges`` are sampled apart, :func:`prometheus_samples`)."""
+    from tenantcost.readers.prometheus import read_prometheus_usage
 
-    source = prometheus_usage(ruleset, period)
-    assert isinstance(source, FrameUsage)
-    return source
+    prometheus = ruleset.sources.prometheus
+    assert prometheus is not None
+    frame = read_prometheus_usage(prometheus, period.start, period.end, gauges)
+    return FrameUsage(frame, origin=usage_origin(ruleset))
+
+
+def prometheus_gauges(store: Store, ruleset: RuleSet) -> dict[str, Metric]:
+    """The store's declared gauges that ``sources.prometheus`` has a query for."""
+    prometheus = ruleset.sources.prometheus
+    assert prometheus is not None
+    with store.engine.connect() as conn:
+        return {g: m for g, m in stored_gauges(conn).items() if g in prometheus.queries}
+
+
+def _store_prometheus_samples(
+    store: Store, ruleset: RuleSet, gauges: dict[str, Metric], period: Period, options: Options
+) -> Ingested | Skipped:
+    """The gauges' samples of ``period`` (one per series and step) as one sample batch."""
+    from tenantcost.readers.prometheus import read_prometheus_samples
+
+    prometheus = ruleset.sources.prometheus
+    assert prometheus is not None
+    samples = read_prometheus_samples(prometheus, list(gauges), period.start, period.end)
+    if samples.empty:
+        return _nothing_new(Kind.USAGE, period)
+    return store_samples(store, samples, gauges, origin=usage_origin(ruleset),
+                         actor=options.actor, dry_run=options.dry_run,
+                         wait=options.wait)  # fmt: skip
 
 
 def opencost_rows(source: OpenCostSource, period: Period) -> pd.DataFrame:
@@ -115,9 +145,21 @@ def opencost_rows(source: OpenCostSource, period: Period) -> pd.DataFrame:
     return collect_allocations(source, period.start, period.end).costs
 
 
-def ingest_prometheus(store: Store, ruleset: RuleSet, period: Period, options: Options) -> Ingested:
-    """Ingest ``sources.prometheus``'s usage of ``period`` as one batch."""
-    return _store_usage(store, prometheus_rows(ruleset, period), period, options)
+def ingest_prometheus(
+    store: Store, ruleset: RuleSet, period: Period, options: Options
+) -> list[Ingested | Skipped]:
+    """Ingest ``sources.prometheus``'s usage of ``period``: its counters as one batch, and
+    the store's gauges it has a query for as one batch of samples."""
+    prometheus = ruleset.sources.prometheus
+    assert prometheus is not None
+    gauges = prometheus_gauges(store, ruleset)
+    done: list[Ingested | Skipped] = []
+    if any(c not in gauges for c in prometheus.queries):
+        done.append(_store_usage(store, prometheus_rows(ruleset, period, list(gauges)), period,
+                                 options))  # fmt: skip
+    if gauges:
+        done.append(_store_prometheus_samples(store, ruleset, gauges, period, options))
+    return done
 
 
 def ingest_opencost(
@@ -228,9 +270,13 @@ def since_last(
         if isinstance(period, Skipped):
             done.append(period)
         else:
-            rows = prometheus_rows(ruleset, period)
-            done.append(_nothing_new(Kind.USAGE, period) if rows.frame.empty else
-                        _store_usage(store, rows, period, options))  # fmt: skip
+            gauges = prometheus_gauges(store, ruleset)
+            rows = prometheus_rows(ruleset, period, list(gauges))
+            if rows.metrics:
+                done.append(_nothing_new(Kind.USAGE, period) if rows.frame.empty else
+                            _store_usage(store, rows, period, options))  # fmt: skip
+            if gauges:
+                done.append(_store_prometheus_samples(store, ruleset, gauges, period, options))
     return done
 
 
