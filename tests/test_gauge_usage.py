@@ -149,6 +149,14 @@ def test_the_store_integrates_samples_across_batches(
     assert cli("batch", "withdraw", uid, "--reason", "wrong level").exit_code == 0
     assert run_lines() == first
 
+    as_windows = folder / "windows.csv"
+    as_windows.write_text("window_start,window_end,service,client,storage_bytes\n"
+                          "2026-11-03T10:00:00Z,2026-11-03T11:00:00Z,db,client-a,5\n")  # fmt: skip
+    refused = cli("ingest", "usage", "--usage", str(as_windows), "--mode", "sum")
+    assert refused.exit_code == 2
+    assert "'storage_bytes' is declared a gauge (metrics:) but given as window usage" in (
+        refused.stderr
+    )
     counter = folder / "rules-counter.yaml"
     rules = yaml.safe_load((folder / "rules.yaml").read_text())
     rules["metrics"]["storage_bytes"] = {"kind": "counter"}

@@ -201,6 +201,14 @@ def _usage_view(
     column the stored rules split by (a column ``filled`` with 0 is one it has)."""
     view = read_view(conn, start, end)
     gauges = list(stored_gauges(conn))  # a gauge key comes from samples, not this batch
+    for metric in source.metrics:
+        if metric in gauges:
+            raise InputError(
+                f"'{metric}' is declared a gauge (metrics:) but given as window usage "
+                "(window_start, window_end); a gauge's file has a time column",
+                file=origin,
+                column=metric,
+            )
     check_key_columns(view, [*source.metrics, *filled, *gauges], origin)
     return view
 
