@@ -145,13 +145,33 @@ def store_samples(
         ).inserted_primary_key  # fmt: skip
         assert inserted is not None
         batch_id = int(inserted[0])
-        rows = samples[["metric", "service", "client", "t_us", "value"]].assign(batch_id=batch_id)
-        conn.execute(insert(table(UsageSample)), rows.to_dict("records"))
+        _insert_samples(conn, samples, batch_id)
         done = Ingested("usage", uid, "replace", len(samples), 0, 0, skipped, window_from,
                         window_to, sha, 0, 0, dry_run=False)  # fmt: skip
         if in_transaction is not None:
             in_transaction(conn, done)
     return done
+
+
+def _insert_samples(conn: Connection, samples: pd.DataFrame, batch_id: int) -> None:
+    """Insert the samples as plain tuples through the driver's ``executemany`` (a dict per
+    row through SQLAlchemy took three times as long for 240,000 samples)."""
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    columns = ("batch_id", "metric", "service", "client", "t_us", "value")
+    sql = (
+        f"INSERT INTO {UsageSample.__tablename__} ({', '.join(columns)}) "
+        f"VALUES ({', '.join([mark] * len(columns))})"
+    )
+    rows = zip(
+        [batch_id] * len(samples),
+        samples["metric"].tolist(),
+        samples["service"].tolist(),
+        samples["client"].tolist(),
+        samples["t_us"].astype("int64").tolist(),
+        samples["value"].tolist(),
+        strict=True,
+    )
+    conn.exec_driver_sql(sql, list(rows))
 
 
 def stored_samples(
