@@ -62,7 +62,7 @@ class MeteredASGI:
             _cpu.install_anyio()
             self._loop = loop
         meter = self.meter
-        acc = _cpu.Accumulator(meter._add, meter.service, self.client(scope))
+        acc = _cpu.Accumulator(meter._add, meter.service, self.client(scope), owner=meter)
         if meter.bytes_out:
             send = _counting(send, acc)
         token = _cpu.current.set(acc)

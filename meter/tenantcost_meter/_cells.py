@@ -12,7 +12,9 @@ Memory is bounded by ``max_cells``: past it, the cells of the oldest hours are d
 (the newest hours are the ones still likely to be written), and the caller logs the count.
 
 A request belongs to the UTC hour in which it completes: ``hour`` is ``int(time() // 3600)``
-taken at completion by the caller (``Meter._add``).
+taken at completion by the caller (``Meter._add``). The declared metrics (``Meter(metrics=)``:
+database seconds, tokens...) are added to their cell as they are counted (``add_value``): a
+database call belongs to the hour in which it completes, whatever the request's.
 """
 
 from __future__ import annotations
@@ -26,7 +28,11 @@ Key = tuple[int, str, str]
 """(hour since the epoch, service, client)."""
 
 Taken = dict[Key, list[Any]]
-"""Cells taken out of the aggregate: key -> [requests, cpu seconds, body bytes]."""
+"""Cells taken out of the aggregate: key -> [requests, cpu seconds, body bytes, then one sum
+per declared metric]."""
+
+FIRST_METRIC = 3
+"""The position of the first declared metric in a cell."""
 
 MAX_CELLS = 100_000
 """Default cap on the cells held in memory (about 23 MB; see docs/meter.md)."""
@@ -51,19 +57,24 @@ class Dropped:
 
 
 class Cells:
-    """Thread-safe sums of requests, CPU seconds and (optionally) body bytes per cell, at
-    most ``max_cells`` of them."""
+    """Thread-safe sums of requests, CPU seconds, (optionally) body bytes and the declared
+    ``metrics`` per cell, at most ``max_cells`` of them. Every record carries every declared
+    metric (0 where nothing was counted)."""
 
-    def __init__(self, bytes_out: bool = False, max_cells: int = MAX_CELLS) -> None:
+    def __init__(self, bytes_out: bool = False, max_cells: int = MAX_CELLS,
+                 metrics: tuple[str, ...] = ()) -> None:  # fmt: skip
         self.bytes_out = bytes_out
         self.max_cells = max_cells
+        self.metrics = metrics
+        self._zeros = [0.0] * len(metrics)
         self.lock = threading.Lock()
         self.dropped_cells = 0
         """Cells dropped by the cap since this aggregate was created."""
         self._cells: Taken = {}
 
-    def add(self, hour: int, service: str, client: str, requests: int, cpu: float,
-            nbytes: int = 0) -> Dropped | None:
+    def add(
+        self, hour: int, service: str, client: str, requests: int, cpu: float, nbytes: int = 0
+    ) -> Dropped | None:
         """Add one measurement to its cell (requests may be 0: CPU that arrived late). What
         the cap dropped, if this new cell took the cells over it (else None)."""
         key = (hour, service, client)
@@ -74,7 +85,22 @@ class Cells:
                 cell[1] += cpu
                 cell[2] += nbytes
                 return None
-            self._cells[key] = [requests, cpu, nbytes]
+            self._cells[key] = [requests, cpu, nbytes, *self._zeros]
+            if len(self._cells) <= self.max_cells:
+                return None
+            return self._trim()
+
+    def add_value(self, key: Key, index: int, value: float) -> Dropped | None:
+        """Add ``value`` to the metric at position ``index`` (``FIRST_METRIC`` and after) of
+        the cell ``key``; what the cap dropped, as ``add``. (Every database call: short.)"""
+        with self.lock:
+            cell = self._cells.get(key)
+            if cell is not None:
+                cell[index] += value
+                return None
+            cell = [0, 0.0, 0, *self._zeros]
+            cell[index] = value
+            self._cells[key] = cell
             if len(self._cells) <= self.max_cells:
                 return None
             return self._trim()
@@ -103,9 +129,8 @@ class Cells:
                 if cell is None:
                     self._cells[key] = back
                 else:
-                    cell[0] += back[0]
-                    cell[1] += back[1]
-                    cell[2] += back[2]
+                    for position, value in enumerate(back):
+                        cell[position] += value
             if len(self._cells) <= self.max_cells:
                 return None
             return self._trim()
@@ -155,6 +180,8 @@ class Cells:
         }  # fmt: skip
         if self.bytes_out:
             record["bytes_out"] = int(cell[2])
+        for name, value in zip(self.metrics, cell[FIRST_METRIC:]):
+            record[name] = round(float(value), 6)
         return record
 
 

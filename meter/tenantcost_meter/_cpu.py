@@ -23,7 +23,6 @@ tasks it creates and anyio into its worker threads, so nothing else needs to kno
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import functools
 import sys
 import types
@@ -32,21 +31,26 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator
 from time import thread_time
 from typing import Any
 
+from ._current import Attribution, current
+
+__all__ = ["Accumulator", "current", "install_anyio", "install_task_factory", "stepped"]
+
 Sink = Callable[[str, str, int, float, int], None]
 """``(service, client, requests, cpu_seconds, bytes_out)``: adds to the meter's cells."""
 
 
-class Accumulator:
+class Accumulator(Attribution):
     """The CPU seconds of one request while it runs; after it completed, late CPU goes to
-    the sink directly (no request, the hour it arrives)."""
+    the sink directly (no request, the hour it arrives). It is also the request's
+    ``Attribution`` (``_current``): what else is counted in its context is its client's."""
 
-    __slots__ = ("children", "client", "cpu", "nbytes", "open", "service", "sink", "threads")
+    __slots__ = ("children", "cpu", "nbytes", "open", "sink", "threads")
 
-    def __init__(self, sink: Sink, service: str, client: str, children: bool = True) -> None:
+    def __init__(self, sink: Sink, service: str, client: str, children: bool = True,
+                 owner: Any = None) -> None:  # fmt: skip
+        super().__init__(service, client, owner)
         self.sink = sink
         self.children = children  # step the tasks it creates (False: a span counts them)
-        self.service = service
-        self.client = client
         self.cpu = 0.0
         self.nbytes = 0
         self.threads: list[float] = []  # list.append is atomic: worker threads add here
@@ -68,11 +72,6 @@ class Accumulator:
         """Close the request; its CPU seconds (loop steps plus worker threads)."""
         self.open = False
         return self.cpu + sum(self.threads)
-
-
-current: contextvars.ContextVar[Accumulator | None] = contextvars.ContextVar(
-    "tenantcost_meter_request", default=None
-)
 
 
 @types.coroutine
@@ -129,7 +128,7 @@ def install_task_factory(loop: asyncio.AbstractEventLoop) -> None:
     def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> Any:
         context = kwargs.get("context")
         acc = current.get() if context is None else context.get(current)
-        if acc is not None and acc.children and asyncio.iscoroutine(coro):
+        if isinstance(acc, Accumulator) and acc.children and asyncio.iscoroutine(coro):
             coro = _child(coro, acc)
         if previous is None:
             return asyncio.Task(coro, loop=loop, **kwargs)
@@ -167,7 +166,7 @@ def install_anyio() -> bool:
         # not a coroutine function of its own: it returns anyio's coroutine, so no extra
         # frame sits between the caller and anyio at every step of the wait
         acc = current.get()
-        if acc is not None:
+        if isinstance(acc, Accumulator):  # not a WSGI request's or a sync record()'s
             func = _measured(func, acc)
         return original(func, *args, **kwargs)
 

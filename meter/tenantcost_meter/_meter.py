@@ -1,5 +1,10 @@
-"""``Meter``: counts each client's requests and CPU time per UTC hour and service, and
-delivers the sums to tenantcost (``POST /api/v1/usage``, ``mode: sum``).
+"""``Meter``: counts each client's requests and CPU time per UTC hour and service, and the
+metrics the application declares (database time, tokens...), and delivers the sums to
+tenantcost (``POST /api/v1/usage``, ``mode: sum``).
+
+The declared metrics are counted for the client of the context they are counted in
+(``_current``: the request, the ``record()`` block, else the empty client): ``add`` a value,
+``measure`` a block's wall time, or the database calls of a wrapped connection (``_db``).
 
 The request path only adds to an in-memory cell (``_cells``). A daemon thread drains the cells
 every ``flush_seconds`` into the delivery (``_delivery``: spooled to disk before the first
@@ -19,15 +24,17 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from enum import Enum
-from time import thread_time
+from time import perf_counter, thread_time
 from types import TracebackType
 from typing import Any, Union
 
 from . import _lifecycle
-from ._cells import MAX_CELLS, Cells, Dropped, Taken
+from ._cells import FIRST_METRIC, MAX_CELLS, Cells, Dropped, Taken
 from ._client_id import client_id_problem
+from ._current import Attribution, current
+from ._metrics import declared, undeclared, value_problem
 from ._tenant import RefusalLog, TenantFunc, checked, logger
 
 EXIT_SECONDS = 5.0
@@ -64,9 +71,12 @@ class Meter:
         spool_dir: PathLike | None = None,
         bytes_out: bool = False,
         max_cells: int = MAX_CELLS,
+        metrics: Iterable[str] = (),
     ) -> None:
         """``max_cells``: the cells (one per hour, service and client) kept in memory at
-        most while the spool cannot be written; past it the oldest hours are dropped."""
+        most while the spool cannot be written; past it the oldest hours are dropped.
+        ``metrics``: the columns every batch carries besides ``requests`` and
+        ``cpu_seconds`` (``db_seconds``, ``tokens``...), 0 where nothing was counted."""
         if not isinstance(service, str) or not service or client_id_problem(service):
             raise ValueError("service must be a non-empty name without control characters, "
                              "at most 256 characters")  # fmt: skip
@@ -74,6 +84,8 @@ class Meter:
             raise ValueError(f"flush_seconds must be positive, got {flush_seconds!r}")
         if isinstance(max_cells, bool) or not isinstance(max_cells, int) or max_cells < 1:
             raise ValueError(f"max_cells must be a positive integer, got {max_cells!r}")
+        self.metrics = declared(metrics)
+        self._metric_index = {name: FIRST_METRIC + i for i, name in enumerate(self.metrics)}
         self.service = service
         self.flush_seconds = float(flush_seconds)
         self.bytes_out = bool(bytes_out)
@@ -84,10 +96,12 @@ class Meter:
         from ._delivery import Delivery  # urllib and http.client: not at import time
 
         self._delivery = Delivery(*self._delivery_args)
-        self._cells = Cells(self.bytes_out, max_cells)
+        self._cells = Cells(self.bytes_out, max_cells, self.metrics)
         self._unspooled = ""  # the spool's last write error, while it lasts (logged once)
         self._lost = ""  # the write error logged as a loss at exit (logged once)
         self._refusals = RefusalLog()
+        self._value_refusals = RefusalLog(message="metric value refused: %s; not counted%s")
+        self._tracked: weakref.WeakSet[Any] = weakref.WeakSet()  # SQLAlchemy engines
         self._flush_lock = threading.Lock()  # a drained batch is submitted before the next
         self._terminating = False
         self._closed = False
@@ -126,6 +140,60 @@ class Meter:
                                     or client_id_problem(service)):  # fmt: skip
             raise ValueError("service must be a non-empty name without control characters")
         return Recording(self, checked(tenant, self._refusals), service or self.service)
+
+    def add(self, metric: str, value: float) -> None:
+        """Add ``value`` to ``metric`` (a name declared in ``metrics=``) for the current
+        client: the request's (ASGI, WSGI, including its child tasks and anyio worker
+        threads), the ``record()`` block's, else the empty client.
+
+        An undeclared or invalid name raises ValueError (a mistake in the code). A value
+        that is not a finite number >= 0 (at most 1e15) is not counted and is logged at
+        WARNING, at most once a minute: it is data, and must not fail the request."""
+        index = self._declared_index(metric)
+        number, problem = value_problem(value)
+        if problem is not None:
+            self._value_refusals.refused(f"{metric}: {problem}")
+        elif number:
+            self._count(index, number, current.get())
+
+    def measure(self, metric: str) -> Measurement:
+        """A block's wall time (``time.perf_counter``) added to ``metric`` for the current
+        client, as ``add`` does: ``with meter.measure("cache_seconds"): redis.get(key)``
+        (``async with`` too). The block is counted when it ends, also by an exception."""
+        return Measurement(self, self._declared_index(metric))
+
+    def wrap_dbapi(self, connection: Any, metric: str = "db_seconds") -> Any:
+        """``connection`` (DB-API 2.0: sqlite3, psycopg, pymysql...; or psycopg's
+        ``AsyncConnection``) with the wall time of its ``execute``, ``executemany`` and
+        fetches added to ``metric`` for the current client. Use the returned object in its
+        place; everything else passes through (see docs/meter.md)."""
+        from ._db import wrap_connection
+
+        return wrap_connection(connection, self, self._declared_index(metric))
+
+    def wrap_asyncpg(self, connection: Any, metric: str = "db_seconds") -> Any:
+        """An asyncpg connection (or a pool's connection) with the wall time of its
+        ``execute``, ``executemany`` and fetches (``fetch``, ``fetchrow``, ``fetchval``,
+        ``fetchmany``, prepared statements and cursors) added to ``metric``."""
+        from ._db import wrap_asyncpg
+
+        return wrap_asyncpg(connection, self, self._declared_index(metric))
+
+    def track_sqlalchemy(self, engine: Any, metric: str = "db_seconds") -> None:
+        """Add the wall time of every cursor execution of ``engine`` (a SQLAlchemy
+        ``Engine``, or an ``AsyncEngine``) to ``metric``, from its ``before_cursor_execute``
+        to its ``after_cursor_execute`` (or ``handle_error``) events. Once per engine."""
+        index = self._declared_index(metric)
+        target = getattr(engine, "sync_engine", engine)  # an AsyncEngine's events are there
+        if target in self._tracked:
+            return
+        from sqlalchemy import event  # the application's own SQLAlchemy: it gave an engine
+
+        from ._db import sqlalchemy_listeners
+
+        for name, listener, retval in sqlalchemy_listeners(self, index):
+            event.listen(target, name, listener, retval=retval)
+        self._tracked.add(target)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Spool the cells counted so far and deliver the spool (within ``timeout`` seconds
@@ -179,6 +247,34 @@ class Meter:
     def _closed_one(self) -> None:
         with self._open_lock:
             self._open -= 1
+
+    def _declared_index(self, metric: str) -> int:
+        """The cell position of ``metric``; ValueError naming the declared ones if none."""
+        index = self._metric_index.get(metric) if isinstance(metric, str) else None
+        if index is None:
+            raise undeclared(metric, self.metrics)
+        return index
+
+    def _count(self, index: int, value: float, attribution: Attribution | None) -> None:
+        """``value`` added to the metric at cell position ``index`` for ``attribution``'s
+        client (None: the empty client), in the cell of the hour now. The hot path of every
+        database call: keep it short."""
+        hour = int(time.time() // 3600)
+        if attribution is None:
+            key = (hour, self.service, "")
+        elif attribution.owner is self:
+            key = (hour, attribution.service, attribution.client)
+        else:  # another meter's request: its client, this meter's service
+            key = (hour, self.service, attribution.client)
+        cells = self._cells
+        with cells.lock:  # Cells.add_value's common case, inlined: a call less per query
+            cell = cells._cells.get(key)
+            if cell is not None:
+                cell[index] += value
+                return
+        dropped = cells.add_value(key, index, value)
+        if dropped is not None:
+            self._log_dropped(dropped)
 
     def _add(self, service: str, client: str, requests: int, cpu: float, nbytes: int) -> None:
         """A measurement, in the cell of the hour now (the hour the request completed)."""
@@ -310,7 +406,7 @@ def _after_fork(ref: weakref.ref[Meter]) -> None:
     _lifecycle.after_fork_in_child()
     if meter is None or meter._closed:
         return
-    meter._cells = Cells(meter.bytes_out, meter.max_cells)
+    meter._cells = Cells(meter.bytes_out, meter.max_cells, meter.metrics)
     meter._unspooled = ""
     meter._flush_lock = threading.Lock()
     meter._stop = threading.Event()
@@ -320,8 +416,36 @@ def _after_fork(ref: weakref.ref[Meter]) -> None:
     meter._start_flusher()
 
 
+class Measurement:
+    """A block's wall time, added to a metric when it ends (``Meter.measure``)."""
+
+    __slots__ = ("_index", "_meter", "_start")
+
+    def __init__(self, meter: Meter, index: int) -> None:
+        self._meter = meter
+        self._index = index
+        self._start = 0.0
+
+    def __enter__(self) -> Measurement:
+        self._start = perf_counter()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:  # fmt: skip
+        self._meter._count(self._index, perf_counter() - self._start, current.get())
+
+    async def __aenter__(self) -> Measurement:
+        self._start = perf_counter()
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        trace: TracebackType | None) -> None:  # fmt: skip
+        self._meter._count(self._index, perf_counter() - self._start, current.get())
+
+
 class Recording:
     """One request of a tenant around a block of code (a background job, a queue message).
+    What the declared metrics count in the block (database time, ``add``) is its tenant's.
 
     ``with``: the thread's CPU time from the start of the block to its end.
     ``async with``: the event loop thread's CPU from the start of the block to its end, plus
@@ -338,28 +462,30 @@ class Recording:
         self._token: Any = None
 
     def __enter__(self) -> Recording:
+        self._token = current.set(Attribution(self.service, self.client, self.meter))
         self._start = thread_time()
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:  # fmt: skip
-        self.meter._add(self.service, self.client, 1, thread_time() - self._start, 0)
+        cpu = thread_time() - self._start
+        current.reset(self._token)
+        self.meter._add(self.service, self.client, 1, cpu, 0)
 
     async def __aenter__(self) -> Recording:
         from . import _cpu
 
-        self._acc = _cpu.Accumulator(self.meter._add, self.service, self.client, children=False)
-        self._token = _cpu.current.set(self._acc)
+        self._acc = _cpu.Accumulator(self.meter._add, self.service, self.client, children=False,
+                                     owner=self.meter)  # fmt: skip
+        self._token = current.set(self._acc)
         self._start = thread_time()
         return self
 
     async def __aexit__(self, kind: type[BaseException] | None,
                         error: BaseException | None,
                         trace: TracebackType | None) -> None:  # fmt: skip
-        from . import _cpu
-
         span = thread_time() - self._start
-        _cpu.current.reset(self._token)
+        current.reset(self._token)
         acc = self._acc
         acc.cpu += span
         self.meter._add(self.service, self.client, 1, acc.finish(), 0)

@@ -30,13 +30,16 @@ TenantFunc = Callable[[Any], Optional[str]]
 
 LOG_EVERY = 60.0
 """Seconds between two log lines about refused tenant ids."""
+REFUSED_ID = "tenant id refused: %s; counted without a client%s"
 
 
 class RefusalLog:
-    """Rate-limited warnings about refused tenant ids (one line a minute, with a count)."""
+    """Rate-limited warnings about refused tenant ids (one line a minute, with a count);
+    ``message`` (``%s``: the problem, then the count of those not logged) for other input."""
 
-    def __init__(self, every: float = LOG_EVERY) -> None:
+    def __init__(self, every: float = LOG_EVERY, message: str = REFUSED_ID) -> None:
         self.every = every
+        self.message = message
         self._lock = threading.Lock()
         self._next = 0.0
         self._suppressed = 0
@@ -50,7 +53,7 @@ class RefusalLog:
             suppressed, self._suppressed = self._suppressed, 0
             self._next = now + self.every
         more = f" ({suppressed} more since the last message)" if suppressed else ""
-        logger().warning("tenant id refused: %s; counted without a client%s", problem, more)
+        logger().warning(self.message, problem, more)
 
 
 def checked(value: object, log: RefusalLog) -> str:
