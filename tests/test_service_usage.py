@@ -270,6 +270,11 @@ def test_a_sum_batch_lacking_a_stored_metric_gets_zero_there(served: Served) -> 
     assert extra.status_code == 200, extra.text  # a new metric: earlier rows read 0 for it
     grown = served.usage_rows()
     assert grown["bytes_out"].fillna(0).sum() == 9 and grown["bytes_out"].eq(9).sum() == 1
+    # a replace batch without it: refused where it would erase the 9, taken elsewhere
+    erase = served.post({"mode": "replace", "records": [record(6, "client-a", day=12)]})
+    assert erase.status_code == 422 and "lack the stored usage's bytes_out" in erase.text
+    elsewhere = served.post({"mode": "replace", "records": [record(7, "client-a", day=12)]})
+    assert elsewhere.status_code == 200, elsewhere.text
 
 
 def test_a_key_is_replayed_across_a_token_rotation(served: Served) -> None:

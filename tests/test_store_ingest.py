@@ -261,11 +261,11 @@ def test_an_unknown_mode_and_different_metrics_are_refused(store, tmp_path):
     assert cli(store, "ingest", "usage", "--usage", usage).exit_code == 0
     other = tmp_path / "other.csv"
     other.write_text("window_start,window_end,service,client,requests\n"
-                     "2026-11-03T11:00:00Z,2026-11-03T12:00:00Z,api,a,1\n")  # fmt: skip
+                     "2026-11-03T10:00:00Z,2026-11-03T11:00:00Z,api,a,1\n")  # fmt: skip
     before = snapshot(store)
     refused = cli(store, "ingest", "usage", "--usage", str(other))
     assert refused.exit_code == 2
-    assert "usage metric columns (requests) differ from the stored usage's" in refused.stderr
+    assert "usage metric columns (requests) lack the stored usage's cpu_seconds" in refused.stderr
     assert snapshot(store) == before
 
 

@@ -47,6 +47,7 @@ import pandas as pd
 from sqlalchemy import Connection, insert, select
 from sqlmodel import Session
 
+from tenantcost.duck import timestamp_literal
 from tenantcost.errors import InputError
 from tenantcost.readers.costs import read_costs
 from tenantcost.split import connect, quote
@@ -173,14 +174,16 @@ def ingest_usage_source(
                    period.end if period is not None else last_end)  # fmt: skip
     if dry_run:
         with store.engine.connect() as conn:
-            filled = _check_metrics(conn, store.data, con, source.metrics, full.origin, mode)
+            span = _Span(source, first, last_end)
+            filled = _check_metrics(conn, store.data, con, source.metrics, full.origin, mode, span)
             view = _usage_view(conn, source, full.origin, first, last_end, filled)
         _, cells = _usage_days(con, source, days, None, view)  # validates every day
         return shape.dry_run(len(cells), view.warnings())
     notes: list[str] = []
 
     def build(conn: Connection, folder: Path) -> tuple[list[_Part], pd.DataFrame]:
-        filled = _check_metrics(conn, store.data, con, source.metrics, full.origin, mode)
+        span = _Span(source, first, last_end)
+        filled = _check_metrics(conn, store.data, con, source.metrics, full.origin, mode, span)
         view = _usage_view(conn, source, full.origin, first, last_end, filled)
         built = _usage_days(con, source, days, folder, view, filled)
         notes.extend(view.warnings())
@@ -546,6 +549,15 @@ def stored_metrics(
     return str(latest.uid), [str(r[0]) for r in described if str(r[0]) not in USAGE_KEY_COLUMNS]
 
 
+@dataclass(frozen=True)
+class _Span:
+    """The services and windows a usage batch writes to."""
+
+    source: UsageSource
+    start: pd.Timestamp
+    end: pd.Timestamp
+
+
 def _check_metrics(
     conn: Connection,
     data: DataDir,
@@ -553,16 +565,18 @@ def _check_metrics(
     metrics: list[str],
     origin: str,
     mode: str,
+    span: _Span,
 ) -> list[str]:
     """The stored usage's metric columns are those of its latest batch (each batch's files
     carry every column before it, so the latest has them all). A batch may add a metric
     (``db_seconds`` from a meter, a new gauge): earlier files lack the column and read 0 for
     it (:class:`~tenantcost.usage_source.ParquetUsage` ``missing_as_zero``), which is what
-    was measured of it before anyone measured it. A ``sum`` batch may lack some of the
-    stored columns: it adds 0 to them, so its files get them as 0 (the returned columns, in
-    the stored order); a meter or an OTLP export posting one metric then adds to its cells
-    without inventing usage. A ``replace`` batch lacking one would set the cells' other
-    metrics to 0: refused (the sender decides such a correction by sending the zeros)."""
+    was measured of it before anyone measured it. A batch may lack some of the stored
+    columns: its files get them as 0 (the returned columns, in the stored order). A ``sum``
+    batch then adds nothing to them (a meter or an OTLP export posting one metric). A
+    ``replace`` batch would set them to 0 in the cells it replaces: accepted where the store
+    holds no other value there (its services and windows), refused where it would erase
+    one (the sender decides such a correction by sending the values)."""
     latest = stored_metrics(conn, data, con)
     if latest is None:
         return []
@@ -570,12 +584,59 @@ def _check_metrics(
     missing = [m for m in stored if m not in metrics]
     if mode == "sum" or not missing:
         return missing
+    held = _held_columns(conn, data, con, missing, span)
+    if not held:
+        return missing
     raise InputError(
-        f"usage metric columns ({', '.join(metrics)}) differ from the stored usage's "
-        f"({', '.join(stored)}, batch {uid[:12]}); a replace batch must carry all of them "
+        f"usage metric columns ({', '.join(metrics)}) lack the stored usage's "
+        f"{', '.join(held)} (batch {uid[:12]}), which holds values in the windows and "
+        "services this replace batch would overwrite; a replace batch must carry all of them "
         "(a sum batch lacking some adds 0 there)",
         file=origin,
     )
+
+
+def _held_columns(
+    conn: Connection,
+    data: DataDir,
+    con: duckdb.DuckDBPyConnection,
+    columns: list[str],
+    span: _Span,
+) -> list[str]:
+    """Which of ``columns`` any committed usage file holds a non-zero value of, in the
+    span's windows and services (every committed file, superseded rows included: a value a
+    later batch replaced still makes the answer yes, which errs on the side of refusing)."""
+    b, f = table(Batch).c, table(BatchFile).c
+    last = span.end - pd.Timedelta(microseconds=1)
+    paths = (
+        conn.execute(
+            select(f.path)
+            .join_from(table(BatchFile), table(Batch), b.id == f.batch_id)
+            .where(b.kind == "usage", b.status == "committed")
+            .where(f.day >= f"{span.start:%Y-%m-%d}", f.day <= f"{last:%Y-%m-%d}")
+        )
+        .scalars()
+        .all()
+    )
+    if not paths:
+        return []
+    if not data.local:
+        register_filesystems(con, [data.protocol])
+    files = ", ".join("'" + data.reader_path(str(p)).replace("'", "''") + "'" for p in paths)
+    services = con.execute(f"SELECT DISTINCT service FROM ({span.source.relation(con)})").fetchall()
+    names = ", ".join("'" + str(r[0]).replace("'", "''") + "'" for r in services) or "NULL"
+    scan = f"read_parquet([{files}], union_by_name = true, hive_partitioning = false)"
+    present = {str(r[0]) for r in con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
+    found = [c for c in columns if c in present]  # a column no file of the days has: none
+    if not found:
+        return []
+    checks = ", ".join(f"bool_or(coalesce({quote(c)}, 0) <> 0)" for c in found)
+    row = con.execute(
+        f"SELECT {checks} FROM {scan} WHERE CAST(service AS VARCHAR) IN ({names}) "
+        f"AND CAST(window_start AS TIMESTAMPTZ) >= {timestamp_literal(span.start)} "
+        f"AND CAST(window_start AS TIMESTAMPTZ) < {timestamp_literal(span.end)}"
+    ).fetchall()
+    return [c for c, held in zip(found, row[0], strict=True) if held] if row else []
 
 
 def _commit(conn: Connection, batch: Batch, cells: pd.DataFrame, files: list[BatchFile]) -> int:

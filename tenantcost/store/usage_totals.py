@@ -56,10 +56,12 @@ class UsageTotals:
     def document(self) -> dict[str, Any]:
         """The month's object in ``status --usage --format json``: a gauge's figures are
         unit-hours (``gauges`` names them with their unit)."""
-        return {"month": self.month, "metrics": list(self.metrics),
-                "gauges": {g: {"unit": u, "measure": "unit-hours"}
-                           for g, u in self.gauges.items()},
-                "usage": _numbers(self.rows, self.metrics).to_dict("records")}  # fmt: skip
+        document: dict[str, Any] = {"month": self.month, "metrics": list(self.metrics)}
+        if self.gauges:  # only when the store declares some: the document is otherwise as before
+            document["gauges"] = {g: {"unit": u, "measure": "unit-hours"}
+                                  for g, u in self.gauges.items()}  # fmt: skip
+        document["usage"] = _numbers(self.rows, self.metrics).to_dict("records")
+        return document
 
 
 def usage_months(engine: Engine) -> list[str]:
