@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import itertools
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,10 +40,17 @@ from opentelemetry.sdk.resources import Resource
 from sqlalchemy import select
 
 from tenantcost.store.engine import open_engine
-from tenantcost.store.models import Batch, BatchFile, table
+from tenantcost.store.models import Batch, BatchFile, UsageSample, table
 from tenantcost.store.settings import resolve_settings
 
-from .service_server import Service, create_token, example_store, running_service
+from .service_server import (
+    EXAMPLE,
+    Service,
+    create_token,
+    example_store,
+    running_service,
+    tenantcost,
+)
 
 SETTINGS = """\
 otlp:
@@ -51,7 +59,9 @@ otlp:
   metrics:
     requests: {name: http.server.request.duration, value: count}
     cpu_seconds: {name: app.cpu.time, value: sum}
+    storage_bytes: {name: db.client.storage, value: level}
 """
+GAUGE_RULES = "metrics:\n  storage_bytes: {kind: gauge, unit: byte, stale_after: 6h}\n"
 DELTA = {Counter: AggregationTemporality.DELTA, Histogram: AggregationTemporality.DELTA}
 _instances = itertools.count()
 
@@ -94,6 +104,24 @@ class Served:
             engine.dispose()
         frames = [pd.read_parquet(self.data / p) for p in paths]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    def samples(self, prefix: str) -> list[tuple[str, int, str]]:
+        """``(client, t_us, level)`` of the stored samples of clients starting with
+        ``prefix`` (committed OTLP batches), in time order."""
+        engine = open_engine(resolve_settings(db=self.db, environ={}))
+        try:
+            with engine.connect() as conn:
+                s, b = table(UsageSample).c, table(Batch).c
+                rows = conn.execute(
+                    select(s.client, s.t_us, s.value, s.metric, s.service)
+                    .join_from(table(UsageSample), table(Batch), b.id == s.batch_id)
+                    .where(b.status == "committed", b.source.like("POST /v1/metrics%"),
+                           s.client.like(f"{prefix}%"))
+                    .order_by(s.t_us, s.client)).all()  # fmt: skip
+        finally:
+            engine.dispose()
+        assert {(r.metric, r.service) for r in rows} <= {("storage_bytes", "api")}
+        return [(str(r.client), int(r.t_us), str(r.value)) for r in rows]
 
     def totals(self, prefix: str) -> dict[str, tuple[float, float]]:
         """(requests, cpu_seconds) per client whose id starts with ``prefix``."""
@@ -330,3 +358,85 @@ def test_hostile_exports_are_refused_or_counted_never_lost(served: Served) -> No
     assert served.totals("future-") == {"future-a": (0.0, 40.0)}
     batches = served.usage()
     assert (batches["window_start"] < pd.Timestamp("2030-01-01", tz="UTC")).all()
+
+
+def _gauge(points: list[tuple[int, int]], client: str) -> bytes:
+    """A hand-made export: a Gauge ``db.client.storage`` of ``(time ns, level)`` points."""
+    tag = [KeyValue(key="tenant.id", value=AnyValue(string_value=client))]
+    data = [pb.NumberDataPoint(time_unix_nano=t, as_int=v, attributes=tag) for t, v in points]
+    resource = ResourceProto(attributes=[KeyValue(key="service.name",
+                                                  value=AnyValue(string_value="api"))])  # fmt: skip
+    metric = pb.Metric(name="db.client.storage", gauge=pb.Gauge(data_points=data))
+    return ExportMetricsServiceRequest(resource_metrics=[pb.ResourceMetrics(
+        resource=resource, scope_metrics=[pb.ScopeMetrics(metrics=[metric])])]
+    ).SerializeToString()  # fmt: skip
+
+
+def test_an_observable_gauge_through_the_sdk_is_stored_as_samples(served: Served) -> None:
+    """The SDK's observable gauge, exported by its periodic reader: each export's levels are
+    samples of the column the store declares a gauge (exact, at the export's microsecond),
+    and `status --usage` integrates them; a level column the store does not declare a gauge,
+    and a Gauge of a counter column, are refused; a closed month refuses its levels only."""
+    from opentelemetry.metrics import CallbackOptions, Observation
+
+    store = ("--db", served.db, "--data", str(served.data))
+    early = served.post(_gauge([(int(pd.Timestamp("2026-12-02T00:00Z").value), 5)], "early"))
+    partial = ExportMetricsServiceResponse.FromString(early.content).partial_success
+    assert partial.rejected_data_points == 1  # the store declares no gauge yet
+    assert "the store does not declare it a gauge" in partial.error_message
+    rules = served.tmp / "rules-gauge.yaml"
+    rules.write_text((EXAMPLE / "rules.yaml").read_text() + GAUGE_RULES)
+    tenantcost("rules", "load", str(rules), *store)
+
+    levels: dict[str, int | float] = {"gauge-a": 1_073_741_824, "gauge-b": 0.1}
+
+    def observe(_: CallbackOptions) -> list[Observation]:
+        return [Observation(v, {"tenant.id": c}) for c, v in levels.items()]
+
+    reader = PeriodicExportingMetricReader(served.exporter(), export_interval_millis=3_600_000)
+    provider = MeterProvider(metric_readers=[reader],
+                             resource=Resource.create({"service.name": "api"}))  # fmt: skip
+    provider.get_meter("tests").create_observable_gauge(
+        "db.client.storage", callbacks=[observe], unit="By"
+    )
+    before = pd.Timestamp.now(tz="UTC").value // 1000
+    assert reader.force_flush()
+    levels["gauge-a"] = 2_147_483_648
+    assert reader.force_flush()
+    provider.shutdown()  # exports once more
+    after = pd.Timestamp.now(tz="UTC").value // 1000
+    stored = served.samples("gauge-")
+    a = [(t, v) for c, t, v in stored if c == "gauge-a"]
+    assert [v for _, v in a] == ["1073741824"] + ["2147483648"] * (len(a) - 1) and len(a) >= 2
+    assert [v for c, _, v in stored if c == "gauge-b"] == ["0.1"] * len(a)
+    assert all(before <= t <= after for _, t, _ in stored)
+    # each level held until the next sample, the last one for stale_after (6 h): byte-hours
+    held_us = [later - t for (t, _), (later, _) in itertools.pairwise(a)] + [6 * 3_600_000_000]
+    measure = sum(int(v) * us for (_, v), us in zip(a, held_us, strict=True)) / 3_600_000_000
+    reach = [a[0][0], a[-1][0] + 6 * 3_600_000_000 - 1]
+    months = sorted({str(pd.Timestamp(t * 1000, tz="UTC").strftime("%Y-%m")) for t in reach})
+    held = 0.0
+    for month in months:  # the month of the samples (and the next, where the 6 h reach it)
+        shown = json.loads(tenantcost("status", "--usage", "--month", month, "--format", "json",
+                                      *store))  # fmt: skip
+        held += sum(float(u["storage_bytes"]) for m in shown["months"] for u in m["usage"]
+                    if u["client"] == "gauge-a")  # fmt: skip
+    assert held == pytest.approx(measure, abs=1e-5)
+
+    other = MeterProvider(metric_readers=[memory := InMemoryMetricReader()],
+                          resource=Resource.create({"service.name": "api"}))  # fmt: skip
+    other.get_meter("tests").create_observable_gauge(
+        "app.cpu.time", callbacks=[lambda _: [Observation(3, {"tenant.id": "gauge-c"})]]
+    )
+    answer = served.post(encode_metrics(memory.get_metrics_data()).SerializeToString())
+    partial = ExportMetricsServiceResponse.FromString(answer.content).partial_success
+    assert answer.status_code == 200 and partial.rejected_data_points == 1
+    assert "metric 'app.cpu.time' is a gauge: only monotonic sums" in partial.error_message
+    other.shutdown()
+
+    november = int(pd.Timestamp("2026-11-30T23:00:00Z").value)  # 2026-11 is closed
+    december = int(pd.Timestamp("2026-12-01T00:30:00Z").value)
+    split = served.post(_gauge([(november, 4), (december, 6)], "gauge-d"))
+    partial = ExportMetricsServiceResponse.FromString(split.content).partial_success
+    assert partial.rejected_data_points == 1 and "2026-11, closed" in partial.error_message
+    assert served.samples("gauge-d") == [("gauge-d", december // 1000, "6")]

@@ -12,7 +12,11 @@ otlp:
   metrics:
     requests: {name: http.server.request.duration, value: count}   # a histogram's count
     cpu_seconds: {name: app.cpu.time, value: sum}                  # a counter's sum
+    storage_bytes: {name: db.client.storage, value: level}         # a gauge's level
 ```
+
+A ``level`` column takes a Gauge's data points as samples; the store must declare it a gauge
+(a rule file's ``metrics: {storage_bytes: {kind: gauge, ...}}``, docs/gauges.md).
 
 Kept apart from the decoding (:mod:`tenantcost.otlp`) so that reading the settings file, which
 every command does, never imports protobuf.
@@ -29,11 +33,13 @@ from tenantcost.tables import USAGE_RESERVED_COLUMNS
 
 
 class ValueKind(StrEnum):
-    """What of a point counts: ``sum`` (a counter's value, a histogram's sum) or ``count``
-    (a histogram's number of measurements: requests from a request-duration histogram)."""
+    """What of a point counts: ``sum`` (a counter's value, a histogram's sum), ``count``
+    (a histogram's number of measurements: requests from a request-duration histogram) or
+    ``level`` (a Gauge point's value: a sample of a column the store declares a gauge)."""
 
     COUNT = "count"
     SUM = "sum"
+    LEVEL = "level"
 
 
 class MetricMap(Strict):
@@ -86,3 +92,8 @@ class OtlpSettings(Strict):
     def columns_of(self, name: str) -> list[tuple[str, ValueKind]]:
         """The usage columns a metric feeds, with the value each takes (often none)."""
         return [(c, m.value) for c, m in self.metrics.items() if m.name == name]
+
+    @property
+    def counter_columns(self) -> list[str]:
+        """The columns counted per window (``sum`` and ``count``), not the gauges' levels."""
+        return [c for c, m in self.metrics.items() if m.value is not ValueKind.LEVEL]

@@ -4,7 +4,8 @@ The body is an ``ExportMetricsServiceRequest``, protobuf (``application/x-protob
 OTLP JSON mapping (``application/json``), optionally gzip-compressed (``Content-Encoding:
 gzip``, which exporters may use). It is decoded by :mod:`tenantcost.otlp` with the settings
 file's ``otlp:`` section, and stored by :mod:`tenantcost.store.otlp_series`: one ``sum`` batch
-per calendar month, through the same usage path and checks as ``ingest usage``.
+per calendar month, through the same usage path and checks as ``ingest usage``, and the
+Gauge points of the columns the store declares gauges as one sample batch per month.
 
 The answers follow the OTLP/HTTP specification, in the request's encoding:
 
@@ -23,6 +24,7 @@ The answers follow the OTLP/HTTP specification, in the request's encoding:
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import zlib
 from typing import Any
@@ -36,6 +38,10 @@ from tenantcost.service.permissions import Action, Principal
 router = APIRouter(tags=["usage"])
 log = logging.getLogger("tenantcost.service.otlp")
 RETRY_AFTER = "5"
+_ONE_AT_A_TIME = threading.Lock()
+"""A process stores one export at a time (``serve --workers N`` for N at once): its threads
+share one interpreter lock, and two exports interleaved took longer than one after the other
+(SQLite and DuckDB release the lock for each statement and wait to take it back)."""
 MAX_REASONS = 10
 """Reasons listed in ``error_message`` (the rest are counted)."""
 INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED, UNAVAILABLE = 3, 16, 7, 14
@@ -148,22 +154,36 @@ def _export(
     encoding: Any,
     received: int,
 ) -> Response:
+    store = request.app.state.store
+    if store is None:
+        raise _Failure(503, UNAVAILABLE, "the service has no data directory: start it with "
+                       "--data DIR", **{"Retry-After": "60"})  # fmt: skip
+    with _ONE_AT_A_TIME:
+        return _store_export(request, principal, _inflate(request, body), encoding, received)
+
+
+def _store_export(
+    request: Request,
+    principal: Principal,
+    body: bytes | bytearray,
+    encoding: Any,
+    received: int,
+) -> Response:
     from datetime import timedelta
 
     from tenantcost.otlp import DecodeError, points
     from tenantcost.otlp_count import TooLarge, decode
     from tenantcost.store.lock import StoreLocked
     from tenantcost.store.otlp_series import ingest_points
+    from tenantcost.store.usage_metrics import stored_gauges
 
     settings, store = request.app.state.settings, request.app.state.store
-    if store is None:
-        raise _Failure(503, UNAVAILABLE, "the service has no data directory: start it with "
-                       "--data DIR", **{"Retry-After": "60"})  # fmt: skip
-    body = _inflate(request, body)
+    with store.engine.connect() as conn:
+        gauges = stored_gauges(conn)  # the columns that take a Gauge's levels
     try:
         export = decode(body, encoding, settings.max_records)
         del body  # a protobuf export holds it until its points are read; JSON is decoded
-        found = points(export, settings.store.otlp, received=received)
+        found = points(export, settings.store.otlp, received=received, gauges=gauges)
     except DecodeError as exc:
         raise _Failure(400, INVALID_ARGUMENT, str(exc)) from None
     except TooLarge as exc:
@@ -173,7 +193,7 @@ def _export(
         outcome = ingest_points(
             store,
             found,
-            list(settings.store.otlp.metrics),
+            settings.store.otlp.counter_columns,
             actor=principal.actor,
             origin=f"POST /v1/metrics ({principal.actor})",
             wait=settings.ingest_wait,
