@@ -101,7 +101,7 @@ def ingest_points(
     """Store a request's points (see the module docstring); ``mapped`` are the counter
     columns of the settings (a batch lacking a stored column adds 0 to it: ingest fills it);
     raises :class:`~tenantcost.store.lock.StoreLocked` when the store stays locked."""
-    keys = found.rows["key"].unique()  # made Python text a chunk at a time (_fetch)
+    keys = found.rows["key"].unique()  # object text, as the frame holds it
     for _ in range(ATTEMPTS):
         with store.engine.connect() as conn:
             window = _Window.now(conn, expiry)
@@ -504,7 +504,7 @@ def _ingest_part(
     from tenantcost.store.ingest import ingest_usage_source
     from tenantcost.usage_source import FrameUsage
 
-    con = _duck().cursor()  # a connection of its own (its temporary tables), cheap to open
+    con = _duck()  # a connection of its own (its temporary tables), cheap to open
     try:
         source = FrameUsage(_canonical(part), origin=origin)
         done = ingest_usage_source(store, source, con, period=None, mode="sum", actor=actor,
@@ -552,14 +552,14 @@ _DUCK_LOCK = threading.Lock()
 
 
 def _duck() -> Any:
-    """The process's DuckDB database for usage batches (opened once: about 25 ms); each
-    batch takes a cursor of its own, a connection with its own temporary tables."""
+    """A new connection to the process's DuckDB database for usage batches (the database is
+    opened once: about 25 ms): a cursor of it, with its own temporary tables."""
     with _DUCK_LOCK:
         if not _DUCK:
             from tenantcost.split import connect
 
             _DUCK.append(connect())
-        return _DUCK[0]
+        return _DUCK[0].cursor()
 
 
 def rejected_points(outcome: Outcome) -> np.ndarray:
