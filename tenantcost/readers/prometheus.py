@@ -104,15 +104,7 @@ def read_prometheus_usage(
             "windows after now are incomplete or missing"
         )
 
-    client, responses = _connect(source)
-    pairs: dict[tuple[str, str], int] = {}
-    try:
-        samples = [
-            _query_column(client, responses, source, column, window_ends, url, pairs)
-            for column in columns
-        ]
-    finally:
-        client.close()
+    samples, pairs = _query_columns(source, columns, window_ends, url)
 
     for column, (_, values) in zip(columns, samples, strict=True):
         if not len(values):
@@ -176,15 +168,7 @@ def read_prometheus_samples(
     first, last = _period(start, end, step)
     instants = pd.date_range(first - step, last - step, freq=step).as_unit("ns")
     url = _display_url(source.url)
-    client, responses = _connect(source)
-    pairs: dict[tuple[str, str], int] = {}
-    try:
-        found = [
-            _query_column(client, responses, source, column, instants, url, pairs)
-            for column in gauges
-        ]
-    finally:
-        client.close()
+    found, pairs = _query_columns(source, gauges, instants, url)
     names = sorted(pairs, key=pairs.__getitem__)  # by pair id
     frames = []
     for column, (keys, values) in zip(gauges, found, strict=True):
@@ -212,6 +196,23 @@ def read_prometheus_samples(
             where=f"query '{samples['metric'].iloc[position]}'",
         )
     return samples
+
+
+def _query_columns(
+    source: PrometheusSource, columns: Sequence[str], times: pd.DatetimeIndex, url: str
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], dict[tuple[str, str], int]]:
+    """Each column's range query over ``times`` (:func:`_query_column`), through one client,
+    and the (service, client) pairs their keys number."""
+    client, responses = _connect(source)
+    pairs: dict[tuple[str, str], int] = {}
+    try:
+        found = [
+            _query_column(client, responses, source, column, times, url, pairs)
+            for column in columns
+        ]
+    finally:
+        client.close()
+    return found, pairs
 
 
 def _connect(source: PrometheusSource) -> tuple[PrometheusConnect, list[requests.Response]]:
